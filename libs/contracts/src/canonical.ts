@@ -1,0 +1,23 @@
+/**
+ * RFC 8785 (JCS) canonical JSON and the sha256 digests built on it. Payload hashes, packet
+ * digests and ledger chain hashes are all computed here and nowhere else.
+ */
+import { createHash } from 'node:crypto';
+import canonicalizeJcs from 'canonicalize';
+
+/** RFC 8785 canonical form of a JSON value. Throws on values JSON cannot carry. */
+export function canonicalJson(value: unknown): string {
+  const text = canonicalizeJcs(value);
+  if (text === undefined) throw new TypeError('value has no JSON representation');
+  return text;
+}
+
+/** Lower-case hex sha256 of bytes or a UTF-8 string. */
+export function sha256Hex(data: string | Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/** `sha256:<hex>` of the canonical form: the payload hash carried by every envelope. */
+export function payloadHash(payload: unknown): string {
+  return `sha256:${sha256Hex(canonicalJson(payload))}`;
+}

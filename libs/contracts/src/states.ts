@@ -1,0 +1,63 @@
+/**
+ * Closed state sets of the engine. Each is an `as const` tuple plus its derived union; the
+ * store's CHECK constraints are rendered from these same tuples (see `sqlCheckList`), so the
+ * code and the schema can never disagree about what a state is.
+ */
+
+/** TASKS.state (§11.1): the closed engine states. Modules extend outcomes, never this list. */
+export const TASK_STATES = ['open', 'running', 'parked', 'done', 'failed', 'cancelled'] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+
+/** TASKS.park_reason (§11.4, D66): the class decides what wakes a parked task. */
+export const PARK_REASONS = [
+  'question',
+  'gate',
+  'sub_case',
+  'connector_down',
+  'provider_down',
+  'budget',
+  'capability_gap',
+  'children',
+] as const;
+export type ParkReason = (typeof PARK_REASONS)[number];
+
+/** RUNTIME_CALLS.status: the journal's view of one model or tool call. */
+export const CALL_STATUSES = ['intent', 'completed', 'failed', 'unknown', 'refused', 'shadowed'] as const;
+export type CallStatus = (typeof CALL_STATUSES)[number];
+
+/** Connector answer to "what landed?" (§7). Only `unknown` is inconclusive. */
+export const WHAT_LANDED = ['applied', 'not_applied', 'partly_applied', 'unknown'] as const;
+export type WhatLanded = (typeof WHAT_LANDED)[number];
+
+/** CASES.state (§11.1 state table, engine subset). */
+export const CASE_STATES = ['open', 'running', 'resolved', 'closed', 'cancelled'] as const;
+export type CaseState = (typeof CASE_STATES)[number];
+
+/** GATES.state. */
+export const GATE_STATES = ['open', 'approved', 'rejected', 'expired', 'revoked'] as const;
+export type GateState = (typeof GATE_STATES)[number];
+
+/** GRANTS.state: a grant is reserved by exactly one journal call, then consumed. */
+export const GRANT_STATES = ['issued', 'reserved', 'consumed', 'expired', 'revoked'] as const;
+export type GrantState = (typeof GRANT_STATES)[number];
+
+/** Verdict a role holder gives on one decision. */
+export const VERDICTS = ['approve', 'reject'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+/** INBOX_MESSAGES.disposition: what the consumer did with a delivery. */
+export const INBOX_DISPOSITIONS = ['applied', 'ignored', 'refused'] as const;
+export type InboxDisposition = (typeof INBOX_DISPOSITIONS)[number];
+
+/** Trust label stamped on every envelope by the runtime (§4). */
+export const TRUST_LABELS = ['platform', 'agent', 'external'] as const;
+export type TrustLabel = (typeof TRUST_LABELS)[number];
+
+export function isOneOf<T extends string>(set: readonly T[], value: unknown): value is T {
+  return typeof value === 'string' && (set as readonly string[]).includes(value);
+}
+
+/** Renders a tuple as a SQL list for a CHECK constraint: `'a', 'b'`. Values are our own constants. */
+export function sqlCheckList(set: readonly string[]): string {
+  return set.map((s) => `'${s.replace(/'/g, "''")}'`).join(', ');
+}

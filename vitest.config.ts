@@ -1,0 +1,23 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vitest/config';
+
+const root = fileURLToPath(new URL('.', import.meta.url));
+
+// Workspace packages resolve to their TypeScript sources in tests, so a stale dist/ never
+// hides a change. Unit tests are pure and fast; integration tests talk to real Postgres and
+// RabbitMQ (TEST_DATABASE_URL, TEST_AMQP_URL) and isolate themselves per file.
+const alias = [{ find: /^@everdict\/([a-z-]+)$/, replacement: `${root}libs/$1/src/index.ts` }];
+
+export default defineConfig({
+  resolve: { alias },
+  test: {
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    projects: [
+      { resolve: { alias }, test: { name: 'unit', include: ['libs/*/test/**/*.unit.test.ts', 'services/*/test/**/*.unit.test.ts'] } },
+      { resolve: { alias }, test: { name: 'integration', include: ['libs/*/test/**/*.int.test.ts', 'services/*/test/**/*.int.test.ts', 'test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 60_000 } },
+    ],
+  },
+});
