@@ -1,0 +1,36 @@
+/**
+ * The database port. Deliberately narrow — one query, one transaction, one listener — so an
+ * embedded Postgres (PGlite, DESIGN §7) can stand in for a server without touching the SQL.
+ * Only the store's unit of work and the migrator call `transaction`.
+ */
+
+/** A SQL statement as data: builders return these, only the port executes them. */
+export interface Sql {
+  readonly text: string;
+  readonly values?: readonly unknown[];
+  /** Name for a server-side prepared statement on hot paths (ignored by ports without it). */
+  readonly name?: string;
+}
+
+export interface QueryResult<R> {
+  readonly rows: R[];
+  readonly rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: Sql): Promise<QueryResult<R>>;
+}
+
+export interface Db extends Queryable {
+  /** Runs `fn` inside BEGIN … COMMIT on one connection; ROLLBACK if it throws. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  /** LISTEN on a channel on a dedicated connection; resolves to an unlisten function. */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /** Cheap liveness probe for /readyz. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function sql(text: string, values: readonly unknown[] = [], name?: string): Sql {
+  return name === undefined ? { text, values } : { text, values, name };
+}

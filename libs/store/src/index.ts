@@ -1,0 +1,12 @@
+export * from './db.js';
+export * from './errors.js';
+export * from './metrics.js';
+export * from './pg.js';
+export * from './migrate.js';
+export * from './ledgerHash.js';
+export * from './unitOfWork.js';
+export * from './store.js';
+export type { TaskRow } from './sql/tasks.js';
+export type { OutboxRow } from './sql/outbox.js';
+export type { LedgerRow } from './sql/ledger.js';
+export { OUTBOX_CHANNEL } from './sql/outbox.js';

@@ -1,0 +1,47 @@
+/**
+ * The ledger's chain hash (pure). Each record's hash covers its identity, content, time and
+ * the previous record's hash, so editing, removing or reordering any row breaks the chain.
+ */
+import { canonicalJson, sha256Hex } from '@everdict/contracts';
+
+export const LEDGER_GENESIS = 'genesis';
+
+export interface LedgerRecordFields {
+  caseId: string;
+  seq: number;
+  recordId: string;
+  kind: string;
+  body: unknown;
+  prevHash: string;
+  createdAt: string; // ISO-8601 with milliseconds, exactly as stored
+}
+
+export function ledgerRecordHash(r: LedgerRecordFields): string {
+  return `sha256:${sha256Hex(canonicalJson(r))}`;
+}
+
+export interface LedgerVerdict {
+  ok: boolean;
+  records: number;
+  /** First problem found, naming the seq where the chain breaks. */
+  problem?: { seq: number; reason: 'hash_mismatch' | 'broken_link' | 'gap' | 'head_mismatch' };
+}
+
+/** Verifies a full chain (ordered by seq) against its recorded head. */
+export function verifyChain(rows: readonly (LedgerRecordFields & { hash: string })[], head: { seq: number; hash: string } | null): LedgerVerdict {
+  let prev = LEDGER_GENESIS;
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    if (r.seq !== i + 1) return { ok: false, records: rows.length, problem: { seq: i + 1, reason: 'gap' } };
+    if (r.prevHash !== prev) return { ok: false, records: rows.length, problem: { seq: r.seq, reason: 'broken_link' } };
+    const stored = r.hash;
+    const h = ledgerRecordHash({ caseId: r.caseId, seq: r.seq, recordId: r.recordId, kind: r.kind, body: r.body, prevHash: r.prevHash, createdAt: r.createdAt });
+    if (stored !== h) return { ok: false, records: rows.length, problem: { seq: r.seq, reason: 'hash_mismatch' } };
+    prev = h;
+  }
+  const lastSeq = rows.length;
+  if ((head?.seq ?? 0) !== lastSeq || (head !== null && head.hash !== prev)) {
+    return { ok: false, records: rows.length, problem: { seq: Math.max(lastSeq, head?.seq ?? 0), reason: 'head_mismatch' } };
+  }
+  return { ok: true, records: rows.length };
+}

@@ -1,0 +1,128 @@
+/**
+ * The Db port over node-postgres. One pool per process; LISTEN uses its own client and
+ * reconnects with backoff, because a relay that silently stops hearing NOTIFY would only be
+ * rescued by its poll timer.
+ */
+import pg from 'pg';
+import type { Db, QueryResult, Queryable, Sql } from './db.js';
+import { translateDbError } from './errors.js';
+
+// Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
+pg.types.setTypeParser(20, (v) => Number(v));
+
+export interface PgDbOptions {
+  /** Pool size (default 10). */
+  max?: number;
+  /** Application name shown in pg_stat_activity (default "everdict"). */
+  applicationName?: string;
+  /** Statement timeout in ms (default 30000); no query may hold a connection forever. */
+  statementTimeoutMs?: number;
+}
+
+function asQueryable(client: pg.PoolClient | pg.Pool): Queryable {
+  return {
+    async query<R>(q: Sql): Promise<QueryResult<R>> {
+      try {
+        const res = await client.query({ text: q.text, values: q.values as unknown[] | undefined, name: q.name });
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+      } catch (err) {
+        throw translateDbError(err);
+      }
+    },
+  };
+}
+
+export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db {
+  const pool = new pg.Pool({
+    connectionString,
+    max: opts.max ?? 10,
+    application_name: opts.applicationName ?? 'everdict',
+    statement_timeout: opts.statementTimeoutMs ?? 30_000,
+  });
+  // An idle client losing its server must not crash the process; the next checkout reconnects.
+  pool.on('error', () => {});
+  const direct = asQueryable(pool);
+  const listeners = new Set<pg.Client>();
+  let closed = false;
+
+  return {
+    query: (q) => direct.query(q),
+
+    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (err) {
+        throw translateDbError(err);
+      }
+      let broken = false;
+      try {
+        await client.query('BEGIN');
+        const result = await fn(asQueryable(client));
+        await client.query('COMMIT');
+        return result;
+      } catch (err) {
+        try {
+          await client.query('ROLLBACK');
+        } catch {
+          broken = true; // connection is gone; do not return it to the pool
+        }
+        throw translateDbError(err);
+      } finally {
+        client.release(broken);
+      }
+    },
+
+    async listen(channel, onNotify) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(channel)) throw new Error(`invalid channel name: ${channel}`);
+      let active = true;
+      let client: pg.Client | undefined;
+      let delay = 100;
+      const connect = async (): Promise<void> => {
+        if (!active || closed) return;
+        const c = new pg.Client({ connectionString, application_name: `${opts.applicationName ?? 'everdict'}-listen` });
+        c.on('notification', (n) => {
+          if (n.channel === channel) onNotify(n.payload ?? '');
+        });
+        const retry = () => {
+          listeners.delete(c);
+          if (!active || closed) return;
+          setTimeout(() => void connect().catch(() => {}), delay).unref();
+          delay = Math.min(delay * 2, 5_000);
+        };
+        c.on('error', () => {});
+        c.on('end', retry);
+        try {
+          await c.connect();
+          await c.query(`LISTEN ${channel}`);
+          listeners.add(c);
+          client = c;
+          delay = 100;
+          onNotify(''); // a (re)connected listener may have missed notifications: wake once
+        } catch {
+          c.removeListener('end', retry);
+          await c.end().catch(() => {});
+          retry();
+        }
+      };
+      await connect();
+      return async () => {
+        active = false;
+        if (client) {
+          listeners.delete(client);
+          await client.end().catch(() => {});
+        }
+      };
+    },
+
+    async ping() {
+      await direct.query({ text: 'SELECT 1' });
+    },
+
+    async close() {
+      closed = true;
+      await Promise.all([...listeners].map((c) => c.end().catch(() => {})));
+      await pool.end();
+    },
+  };
+}

@@ -1,0 +1,40 @@
+/**
+ * Inbox statements. The insert runs first in the consumer's unit of work: a concurrent
+ * duplicate blocks on the primary key until we commit, then sees our row.
+ */
+import type { InboxDisposition } from '@everdict/contracts';
+import type { Sql } from '../db.js';
+
+export function insertInbox(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition): Sql {
+  return {
+    name: 'ev_insert_inbox',
+    text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+           VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::text)
+           ON CONFLICT (consumer, message_id) DO NOTHING
+           RETURNING message_id`,
+    values: [consumer, messageId, payloadHash, type, disposition],
+  };
+}
+
+export function selectInbox(consumer: string, messageId: string): Sql {
+  return {
+    name: 'ev_select_inbox',
+    text: 'SELECT payload_hash, disposition FROM inbox_messages WHERE consumer = $1::text AND message_id = $2::uuid',
+    values: [consumer, messageId],
+  };
+}
+
+export function updateInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Sql {
+  return {
+    text: 'UPDATE inbox_messages SET disposition = $3::text WHERE consumer = $1::text AND message_id = $2::uuid',
+    values: [consumer, messageId, disposition],
+  };
+}
+
+export function insertDeadLetter(d: { consumer: string; messageId?: string | null; type?: string | null; reason: string; detail: string; payloadHash?: string | null }): Sql {
+  return {
+    text: `INSERT INTO dead_letters (consumer, message_id, type, reason, detail, payload_hash)
+           VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text)`,
+    values: [d.consumer, d.messageId ?? null, d.type ?? null, d.reason, d.detail.slice(0, 2000), d.payloadHash ?? null],
+  };
+}

@@ -1,0 +1,146 @@
+/**
+ * The store façade: the unit of work, the lease protocol, paper reads, the ledger verifier and
+ * the outbox relay's statements. Services receive a Store; they never hold a pool.
+ */
+import { sha256Hex } from '@everdict/contracts';
+import type { Db } from './db.js';
+import { PaperCorrupt, PaperMissing, StaleFence } from './errors.js';
+import { verifyChain } from './ledgerHash.js';
+import type { LedgerVerdict } from './ledgerHash.js';
+import type { StoreMetrics } from './metrics.js';
+import { noopStoreMetrics } from './metrics.js';
+import { insertDeadLetter } from './sql/inbox.js';
+import { selectLedger, selectLedgerHead } from './sql/ledger.js';
+import type { LedgerRow } from './sql/ledger.js';
+import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
+import type { OutboxRow } from './sql/outbox.js';
+import { selectPaperRevision } from './sql/papers.js';
+import { claimTask, renewLease, selectTask } from './sql/tasks.js';
+import type { TaskRow } from './sql/tasks.js';
+import { UnitOfWork } from './unitOfWork.js';
+import type { FenceToken } from './unitOfWork.js';
+
+export type ClaimResult =
+  | { claimed: true; token: FenceToken; rowVersion: number; leaseUntil: Date }
+  | { claimed: false; reason: 'not_found' | 'not_claimable' | 'leased' | 'lost_race'; state?: string; leaseOwner?: string | null; leaseUntil?: Date | null };
+
+export interface StoreOptions {
+  metrics?: StoreMetrics;
+}
+
+export class Store {
+  readonly metrics: StoreMetrics;
+
+  constructor(readonly db: Db, opts: StoreOptions = {}) {
+    this.metrics = opts.metrics ?? noopStoreMetrics;
+  }
+
+  /** The only way to open a transaction. Handlers must not call the broker in here. */
+  async unitOfWork<T>(fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      const result = await this.db.transaction((tx) => fn(new UnitOfWork(tx, this.metrics)));
+      this.metrics.transaction('commit', (performance.now() - started) / 1000);
+      return result;
+    } catch (err) {
+      this.metrics.transaction('rollback', (performance.now() - started) / 1000);
+      throw err;
+    }
+  }
+
+  async getTask(id: string): Promise<TaskRow | undefined> {
+    return (await this.db.query<TaskRow>(selectTask(id))).rows[0];
+  }
+
+  /**
+   * Claims the task lease with a new fence epoch. Without `seenRowVersion` the current row is
+   * read first. Losers get a typed answer saying why, never an exception.
+   */
+  async claimTask(taskId: string, owner: string, opts: { ttlMs: number; seenRowVersion?: number }): Promise<ClaimResult> {
+    let seen = opts.seenRowVersion;
+    if (seen === undefined) {
+      const row = await this.getTask(taskId);
+      if (!row) return { claimed: false, reason: 'not_found' };
+      seen = row.row_version;
+    }
+    const { rows } = await this.db.query<{ fence_epoch: number; row_version: number; lease_until: Date }>(claimTask(taskId, owner, seen, opts.ttlMs));
+    const won = rows[0];
+    if (won) {
+      return { claimed: true, token: { taskId, owner, epoch: won.fence_epoch }, rowVersion: won.row_version, leaseUntil: won.lease_until };
+    }
+    const row = await this.getTask(taskId);
+    if (!row) return { claimed: false, reason: 'not_found' };
+    const base = { state: row.state, leaseOwner: row.lease_owner, leaseUntil: row.lease_until };
+    if (row.state !== 'open' && row.state !== 'running') return { claimed: false, reason: 'not_claimable', ...base };
+    if (row.row_version !== seen) return { claimed: false, reason: 'lost_race', ...base };
+    return { claimed: false, reason: 'leased', ...base };
+  }
+
+  /** Extends the lease on the database clock; StaleFence if another claim has happened. */
+  async renewLease(token: FenceToken, ttlMs: number): Promise<Date> {
+    const { rows } = await this.db.query<{ lease_until: Date }>(renewLease(token.taskId, token.owner, token.epoch, ttlMs));
+    if (!rows[0]) {
+      this.metrics.staleFence('renew_lease');
+      throw new StaleFence(token.taskId, token.epoch, 'renew_lease');
+    }
+    return rows[0].lease_until;
+  }
+
+  /** Reads a paper revision and verifies its bytes against the stored content hash. */
+  async readPaper(paperId: string, revision?: number): Promise<{ bytes: Buffer; schemaId: string; contentHash: string; revision: number }> {
+    const { rows } = await this.db.query<{ bytes: Buffer | null; schema_id: string; content_hash: string; revision: number }>(selectPaperRevision(paperId, revision));
+    const r = rows[0];
+    if (!r || !r.bytes) throw new PaperMissing(paperId);
+    const actual = `sha256:${sha256Hex(r.bytes)}`;
+    if (actual !== r.content_hash) throw new PaperCorrupt(paperId, r.content_hash, actual);
+    return { bytes: r.bytes, schemaId: r.schema_id, contentHash: r.content_hash, revision: r.revision };
+  }
+
+  async readLedger(caseId: string, afterSeq = 0, limit = 1000): Promise<LedgerRow[]> {
+    return (await this.db.query<LedgerRow>(selectLedger(caseId, afterSeq, limit))).rows;
+  }
+
+  /** Recomputes the whole chain of a case; any edited, removed or reordered row fails it. */
+  async verifyLedger(caseId: string): Promise<LedgerVerdict> {
+    const rows: LedgerRow[] = [];
+    for (let after = 0; ; ) {
+      const page = await this.readLedger(caseId, after, 5000);
+      rows.push(...page);
+      if (page.length < 5000) break;
+      after = page.at(-1)!.seq;
+    }
+    const head = (await this.db.query<{ seq: number; hash: string }>(selectLedgerHead(caseId))).rows[0] ?? null;
+    return verifyChain(
+      rows.map((r) => ({ caseId: r.case_id, seq: r.seq, recordId: r.record_id, kind: r.kind, body: r.body, prevHash: r.prev_hash, hash: r.hash, createdAt: r.created_at.toISOString() })),
+      head,
+    );
+  }
+
+  async recordDeadLetter(d: { consumer: string; messageId?: string | null; type?: string | null; reason: string; detail: string; payloadHash?: string | null }): Promise<void> {
+    await this.db.query(insertDeadLetter(d));
+  }
+
+  // --- outbox relay ---------------------------------------------------------------------
+
+  claimOutbox(relay: string, limit: number, leaseMs: number): Promise<OutboxRow[]> {
+    return this.db.query<OutboxRow>(claimOutbox(relay, limit, leaseMs)).then((r) => r.rows);
+  }
+
+  async markPublished(seqs: readonly number[]): Promise<void> {
+    if (seqs.length) await this.db.query(markPublished(seqs));
+  }
+
+  async releaseOutbox(seqs: readonly number[]): Promise<void> {
+    if (seqs.length) await this.db.query(releaseOutbox(seqs));
+  }
+
+  async outboxLag(): Promise<{ pending: number; lagSeconds: number }> {
+    const { rows } = await this.db.query<{ pending: number; lag_seconds: number }>(outboxLag());
+    return { pending: rows[0]?.pending ?? 0, lagSeconds: rows[0]?.lag_seconds ?? 0 };
+  }
+
+  /** Wakes `onWake` after any committed unit of work that enqueued a message. */
+  listenOutbox(onWake: () => void): Promise<() => Promise<void>> {
+    return this.db.listen(OUTBOX_CHANNEL, () => onWake());
+  }
+}

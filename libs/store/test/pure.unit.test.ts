@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { LEDGER_GENESIS, ledgerRecordHash, verifyChain } from '../src/ledgerHash.js';
+import { loadMigrations, renderMigration } from '../src/migrate.js';
+import { translateDbError } from '../src/errors.js';
+
+function build(n: number) {
+  const rows = [];
+  let prev = LEDGER_GENESIS;
+  for (let seq = 1; seq <= n; seq++) {
+    const r = { caseId: 'c', seq, recordId: `r${seq}`, kind: 'k', body: { seq }, prevHash: prev, createdAt: '2026-01-01T00:00:00.000Z' };
+    const hash = ledgerRecordHash(r);
+    rows.push({ ...r, hash });
+    prev = hash;
+  }
+  return { rows, head: { seq: n, hash: prev } };
+}
+
+describe('ledger chain (pure)', () => {
+  it('verifies an intact chain and an empty one', () => {
+    const { rows, head } = build(5);
+    expect(verifyChain(rows, head)).toEqual({ ok: true, records: 5 });
+    expect(verifyChain([], { seq: 0, hash: LEDGER_GENESIS })).toEqual({ ok: true, records: 0 });
+    expect(verifyChain([], null)).toEqual({ ok: true, records: 0 });
+  });
+
+  it('the hash depends on every field', () => {
+    const base = { caseId: 'c', seq: 1, recordId: 'r', kind: 'k', body: { a: 1 }, prevHash: 'p', createdAt: 't' };
+    const h = ledgerRecordHash(base);
+    for (const [k, v] of Object.entries({ caseId: 'd', seq: 2, recordId: 's', kind: 'j', body: { a: 2 }, prevHash: 'q', createdAt: 'u' })) {
+      expect(ledgerRecordHash({ ...base, [k]: v }), k).not.toBe(h);
+    }
+    // Key order inside the body does not matter (RFC 8785).
+    expect(ledgerRecordHash({ ...base, body: { b: 1, a: 2 } })).toBe(ledgerRecordHash({ ...base, body: { a: 2, b: 1 } }));
+  });
+
+  it('names the first broken seq', () => {
+    const { rows, head } = build(5);
+    const edited = rows.map((r) => (r.seq === 3 ? { ...r, body: { seq: 33 } } : r));
+    expect(verifyChain(edited, head).problem).toEqual({ seq: 3, reason: 'hash_mismatch' });
+    expect(verifyChain(rows.slice(0, 4), head).problem?.reason).toBe('head_mismatch');
+    expect(verifyChain([rows[0]!, rows[2]!], head).problem).toEqual({ seq: 2, reason: 'gap' });
+  });
+});
+
+describe('migrations (pure)', () => {
+  it('renders known placeholders and refuses unknown ones', () => {
+    expect(renderMigration("CHECK (x IN ({{VERDICTS}}))")).toBe("CHECK (x IN ('approve', 'reject'))");
+    expect(() => renderMigration('{{NOPE}}')).toThrow(/NOPE/);
+  });
+
+  it('the shipped migrations are contiguous and fully rendered', () => {
+    const ms = loadMigrations();
+    expect(ms[0]!.version).toBe(1);
+    for (const m of ms) expect(m.sql).not.toMatch(/\{\{/);
+  });
+});
+
+describe('SQLSTATE translation', () => {
+  it.each([
+    ['23505', 'duplicate_key'],
+    ['23514', 'constraint_violation'],
+    ['40001', 'transaction_conflict'],
+    ['40P01', 'transaction_conflict'],
+    ['57P01', 'database_unavailable'],
+    ['08006', 'database_unavailable'],
+  ])('%s → %s', (sqlstate, code) => {
+    const err = Object.assign(new Error('x'), { code: sqlstate });
+    expect(translateDbError(err)).toMatchObject({ code });
+  });
+
+  it('passes unknown errors through untouched', () => {
+    const err = Object.assign(new Error('x'), { code: '42P01' });
+    expect(translateDbError(err)).toBe(err);
+  });
+});
