@@ -61,3 +61,19 @@ export function isOneOf<T extends string>(set: readonly T[], value: unknown): va
 export function sqlCheckList(set: readonly string[]): string {
   return set.map((s) => `'${s.replace(/'/g, "''")}'`).join(', ');
 }
+
+/** Envelope `sender.service` (§2): the process kinds that may produce messages. */
+export const SENDER_SERVICES = ['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler', 'operator'] as const;
+export type SenderService = (typeof SENDER_SERVICES)[number];
+
+/** `task.cancel` mode (§7): hard refuses new effects at dispatch now; soft parks at the next checkpoint. */
+export const CANCEL_MODES = ['hard', 'soft'] as const;
+export type CancelMode = (typeof CANCEL_MODES)[number];
+
+/** `task.runnable` reason: why a task may have work to do. */
+export const RUNNABLE_REASONS = ['opened', 'child_finished', 'answered', 'decided', 'outcome', 'woken', 'retry'] as const;
+export type RunnableReason = (typeof RUNNABLE_REASONS)[number];
+
+/** The TASK_STATES a task never leaves; `task.finished` carries one of them. */
+export const TERMINAL_TASK_STATES = ['done', 'failed', 'cancelled'] as const satisfies readonly TaskState[];
+export type TerminalTaskState = (typeof TERMINAL_TASK_STATES)[number];

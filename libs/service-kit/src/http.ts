@@ -1,0 +1,112 @@
+/**
+ * The health and metrics HTTP server every process runs on PORT (DESIGN §2, §7):
+ *   GET /metrics  Prometheus text exposition of this process's registry
+ *   GET /livez    200 while the event loop runs (no dependency checks: a broker outage must not
+ *                 make the orchestrator restart every worker)
+ *   GET /readyz   200 when started and every readiness check passes; otherwise 503 with a JSON
+ *                 body naming the failing checks; 503 for good once shutdown began
+ * Anything else is 404 (405 for a known path with a method other than GET/HEAD).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import type { ReadinessChecks } from './readiness.js';
+
+export interface HttpServerOptions {
+  /** TCP port; 0 picks a free one (read it back from the handle). */
+  port: number;
+  /** Interface to bind; default all interfaces. */
+  host?: string;
+  registry: Registry;
+  readiness: ReadinessChecks;
+  logger?: Logger;
+}
+
+export interface HttpServerHandle {
+  readonly server: Server;
+  /** The bound port (the real one when `port` was 0). */
+  readonly port: number;
+  /** Stops accepting, lets in-flight responses finish briefly, then drops remaining connections. */
+  close(): Promise<void>;
+}
+
+/** How long in-flight responses get after `close()` before their sockets are dropped. */
+const CLOSE_GRACE_MS = 500;
+
+export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServerHandle> {
+  const server = createServer((req, res) => {
+    handle(req, res, opts).catch((err: unknown) => {
+      opts.logger?.error({ err, path: pathOf(req) }, 'health endpoint failed');
+      if (!res.headersSent) send(res, 500, 'application/json', JSON.stringify({ error: 'internal' }));
+      else res.destroy();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  server.on('error', (err) => opts.logger?.error({ err }, 'http server error'));
+  const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
+  return {
+    server,
+    port,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS).unref();
+      });
+      return closing;
+    },
+  };
+}
+
+const ROUTES = new Set(['/metrics', '/livez', '/readyz']);
+
+async function handle(req: IncomingMessage, res: ServerResponse, opts: HttpServerOptions): Promise<void> {
+  const path = pathOf(req);
+  if (!ROUTES.has(path)) {
+    send(res, 404, 'application/json', JSON.stringify({ error: 'not_found' }));
+    return;
+  }
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('allow', 'GET, HEAD');
+    send(res, 405, 'application/json', JSON.stringify({ error: 'method_not_allowed' }));
+    return;
+  }
+  switch (path) {
+    case '/livez':
+      send(res, 200, 'text/plain; charset=utf-8', 'ok\n');
+      return;
+    case '/readyz': {
+      const report = await opts.readiness.evaluate();
+      send(res, report.ready ? 200 : 503, 'application/json', JSON.stringify(report));
+      return;
+    }
+    case '/metrics': {
+      const text = await opts.registry.metrics();
+      send(res, 200, opts.registry.contentType, text);
+      return;
+    }
+  }
+}
+
+function pathOf(req: IncomingMessage): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string): void {
+  res.statusCode = status;
+  res.setHeader('content-type', contentType);
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}

@@ -1,0 +1,16 @@
+/**
+ * @everdict/service-kit — the process bootstrap every Everdict service uses (DESIGN §2, §7):
+ * validated env config, pino logger with secret redaction, a per-process prom-client registry
+ * with the `everdict_*` bus/store metrics, /metrics /livez /readyz, and the SIGTERM drain.
+ *
+ * The store and bus libs never import this package: they take `BusMetrics` / `StoreMetrics`
+ * (plain callback interfaces) and readiness pings as functions; services wire them here.
+ */
+export * from './config.js';
+export * from './logger.js';
+export * from './metrics.js';
+export * from './readiness.js';
+export * from './shutdown.js';
+export * from './http.js';
+export * from './service.js';
+export { redactUrlCredentials, scrubSecrets, isSecretKey, isContentKey, CENSORED, OMITTED } from './secrets.js';
