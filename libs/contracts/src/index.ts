@@ -31,3 +31,4 @@ export * from './generated/index.js';
 export * from './schema-registry.js';
 export * from './messages.js';
 export * from './envelope.js';
+export * from './packet.js';

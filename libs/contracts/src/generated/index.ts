@@ -3,6 +3,7 @@
 // Change the schema and run `npm run gen:types`; `npm run typecheck` fails while this file is stale.
 
 export type { ActionDocument, ToolCallAction } from "./action-document.js";
+export type { EffectConnectorName, EffectOperationName, EffectPacket, EffectOperation, EffectTarget, EffectParams, EffectExpectedCounts, EffectCheck, EffectReadCall, EffectRevert, EffectVerdict } from "./effect-packet.js";
 export type { MessageEnvelope, MessageLineage, MessageSender } from "./message-envelope.js";
 export type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 export type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
@@ -63,6 +64,7 @@ export const ENVELOPE_SCHEMA_FILE = "message-envelope.schema.json";
 /** Every schema file (relative to schemas/), in a stable order. */
 export const SCHEMA_FILES = [
   "action-document.schema.json",
+  "effect-packet.schema.json",
   "message-envelope.schema.json",
   "payloads/effect.outcome.v1.schema.json",
   "payloads/gate.decided.v1.schema.json",

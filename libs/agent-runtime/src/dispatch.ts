@@ -1,0 +1,166 @@
+/**
+ * Runs the calls of one valid action document (DESIGN §5 step 6). Each call is journalled
+ * under task + turn + ordinal with its id allocated before dispatch, then passes the gates in
+ * this order, each consumed verbatim from contracts:
+ *   1. authorizeToolInvocation (K1/K2)   — scope; forbidden beats everything
+ *   2. modeAdmitsInvocation (K7)         — shadow mode captures instead of invoking
+ *   3. permissionRequired → hook (K3)    — writes and consent-requiring reads only
+ * A withheld call is reported as a tool_result with isError and its refusal (K8). Independent
+ * declared reads run in parallel; everything else runs in recorded order.
+ */
+import {
+  authorizeToolInvocation,
+  callStatusForOutcome,
+  isIntrinsic,
+  modeAdmitsInvocation,
+  outcomeIsError,
+  payloadHash,
+  permissionRequired,
+  refusalText,
+  type IntrinsicToolName,
+  type KernelRefusal,
+  type ToolCallAction,
+  type ToolDescriptor,
+  type ToolOutcome,
+} from '@everdict/contracts';
+import type { ChatMessage } from '@everdict/llm';
+import { foldEffect, type IntrinsicEffect, type ToolCallRecord } from './call-record.js';
+import type { KernelEvent } from './events.js';
+import { runIntrinsic } from './intrinsics.js';
+import type { KernelPorts } from './kernel-ports.js';
+import type { RunContext, RunState } from './state.js';
+
+export interface DispatchResult {
+  readonly state: RunState;
+  readonly messages: ChatMessage[];
+  /** Calls whose handler actually ran (counts against `maxToolCalls`). */
+  readonly executed: number;
+  readonly deferredChildren: number;
+}
+
+interface Slot {
+  readonly action: ToolCallAction;
+  readonly ordinal: number;
+  readonly descriptor: ToolDescriptor;
+}
+
+const record = (content: string, outcome: ToolOutcome, refusal: KernelRefusal | null = null, effect: IntrinsicEffect | null = null, offloadedRef: string | null = null): ToolCallRecord => ({
+  content,
+  outcome,
+  refusal,
+  offloadedRef,
+  effect,
+});
+
+const withheld = (refusal: KernelRefusal, outcome: ToolOutcome, detail?: string) => record(refusalText(refusal, detail), outcome, refusal);
+
+async function offload(ports: KernelPorts, taskId: string, callId: string, content: string): Promise<{ content: string; ref: string | null }> {
+  if (content.length <= ports.policy.inlineResultChars) return { content, ref: null };
+  const ref = await ports.results.put({ taskId, callId }, content);
+  const preview = content.slice(0, ports.policy.previewChars);
+  return {
+    content: `${preview}\n[result truncated: ${content.length} chars stored as ${ref}; read the rest with read_tool_result {"ref": ${JSON.stringify(ref)}, "offset": ${preview.length}}]`,
+    ref,
+  };
+}
+
+/** Gates and runs one call whose journal intent is open. Never throws for tool behaviour. */
+async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState, slot: Slot, callId: string, events: KernelEvent[]): Promise<ToolCallRecord> {
+  const { action, descriptor } = slot;
+  const authorization = authorizeToolInvocation(descriptor, ctx.envelope);
+  if (!authorization.allowed) return withheld(authorization.refusal, 'refused', `(tool ${descriptor.name})`);
+
+  if (!modeAdmitsInvocation(descriptor, ctx.mode)) {
+    events.push({ type: 'shadow_intent', turn: state.turn, callId, tool: descriptor.name, arguments: action.arguments });
+    return withheld('shadow_denied', 'shadow_denied', `(tool ${descriptor.name})`);
+  }
+
+  const need = permissionRequired(descriptor);
+  if (need.required) {
+    const decision = ports.permission
+      ? await ports.permission.request({
+          taskId: ctx.taskId,
+          turn: state.turn,
+          callId,
+          tool: descriptor.name,
+          arguments: action.arguments,
+          isReadOnly: descriptor.access === 'read',
+          reason: need.reason,
+          effects: descriptor.effects ?? null,
+        })
+      : ({ decision: 'deny', reason: 'no permission hook is configured' } as const);
+    if (decision.decision !== 'allow') return withheld('permission_denied', 'refused', decision.reason ? `(${decision.reason})` : undefined);
+  }
+
+  if (isIntrinsic(descriptor)) {
+    const r = await runIntrinsic(ports, ctx, state, { name: descriptor.name as IntrinsicToolName, args: action.arguments, callId, turn: state.turn }, events);
+    return record(r.content, r.outcome, null, r.effect);
+  }
+
+  const handler = ports.tools.handler(descriptor.name);
+  if (handler === undefined) return withheld('unregistered_tool', 'invalid', `(tool ${descriptor.name})`);
+  let content: string;
+  let outcome: ToolOutcome;
+  try {
+    const out = await handler.invoke(action.arguments, { taskId: ctx.taskId, turn: state.turn, callId });
+    content = out.content;
+    outcome = out.isError === true ? 'tool_error' : 'ok';
+  } catch (err) {
+    content = `Tool ${descriptor.name} failed: ${err instanceof Error ? err.message : String(err)}`;
+    outcome = 'tool_error';
+  }
+  const stored = await offload(ports, ctx.taskId, callId, content);
+  return record(stored.content, outcome, null, null, stored.ref);
+}
+
+/** Journals, gates and runs one call; replays a recorded outcome instead of running again. */
+async function settleCall(ports: KernelPorts, ctx: RunContext, state: RunState, slot: Slot, events: KernelEvent[]): Promise<{ rec: ToolCallRecord; callId: string; replayed: boolean }> {
+  const request = { tool: slot.action.tool, arguments: slot.action.arguments };
+  const key = { taskId: ctx.taskId, turn: state.turn, ordinal: slot.ordinal };
+  const fresh = ports.newId();
+  const journalled = await ports.journal.recordIntent({ ...key, callId: fresh, kind: 'tool', name: slot.descriptor.name, request, requestHash: payloadHash(request) });
+  const callId = journalled.callId;
+  if (journalled.status !== 'intent') return { rec: journalled.response as ToolCallRecord, callId, replayed: true };
+
+  let rec: ToolCallRecord;
+  if (callId !== fresh && slot.descriptor.access !== 'read') {
+    // An earlier attempt of this write started and left no outcome: it may have landed.
+    // Reads are safe to repeat; a write is never dispatched twice on a guess.
+    rec = withheld('outcome_unknown', 'unknown', `(tool ${slot.descriptor.name})`);
+  } else {
+    rec = await decideAndRun(ports, ctx, state, slot, callId, events);
+  }
+  await ports.journal.recordOutcome({ ...key, callId }, { status: callStatusForOutcome(rec.outcome), response: rec, responseHash: payloadHash(rec) });
+  return { rec, callId, replayed: false };
+}
+
+const parallelSafe = (d: ToolDescriptor) => d.access === 'read' && d.independent === true && !isIntrinsic(d);
+
+export async function dispatchActions(ports: KernelPorts, ctx: RunContext, state: RunState, actions: readonly ToolCallAction[], events: KernelEvent[]): Promise<DispatchResult> {
+  const slots: Slot[] = actions.map((action, i) => ({ action, ordinal: i + 1, descriptor: ports.tools.descriptor(action.tool) as ToolDescriptor }));
+  // Consecutive independent reads form one parallel batch; every other call is its own batch.
+  const batches: Slot[][] = [];
+  for (const slot of slots) {
+    const last = batches.at(-1);
+    if (last && parallelSafe(slot.descriptor) && parallelSafe(last[0]!.descriptor)) last.push(slot);
+    else batches.push([slot]);
+  }
+  let current = state;
+  const messages: ChatMessage[] = [];
+  let executed = 0;
+  let deferredChildren = 0;
+  for (const batch of batches) {
+    const before = current;
+    const settled = await Promise.all(batch.map((slot) => settleCall(ports, ctx, before, slot, events)));
+    settled.forEach(({ rec, callId, replayed }, i) => {
+      const slot = batch[i]!;
+      current = foldEffect(current, rec.effect);
+      if (rec.effect?.kind === 'child' && rec.effect.deferred) deferredChildren++;
+      if (rec.outcome === 'ok' || rec.outcome === 'tool_error') executed++;
+      const isError = outcomeIsError(rec.outcome);
+      events.push({ type: 'tool_result', turn: state.turn, callId, ordinal: slot.ordinal, tool: slot.descriptor.name, isError, outcome: rec.outcome, refusal: rec.refusal, replayed, offloadedRef: rec.offloadedRef });
+      messages.push({ role: 'tool', callId: slot.action.callId, name: slot.action.tool, content: rec.content, isError });
+    });
+  }
+  return { state: current, messages, executed, deferredChildren };
+}

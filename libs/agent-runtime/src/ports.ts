@@ -1,0 +1,147 @@
+/**
+ * The kernel's ports. The kernel depends on contracts + llm only; durability, permission,
+ * result storage, time and sub-agent placement reach it through these interfaces, which the
+ * turn-worker implements on Postgres/RabbitMQ and the in-memory module implements for tests.
+ */
+import type { CallStatus, Clock, ExecutionEnvelope, ExecutionMode, ParkReason, ToolEffects } from '@everdict/contracts';
+import type { ModelClient } from '@everdict/llm';
+import type { RunState, Settlement } from './state.js';
+
+/** Model transport: the route's client. The kernel calls `complete` and decides retries. */
+export type ModelTransport = ModelClient;
+
+/** Time for active-minute accounting and retry backoff; never used for leases. */
+export interface KernelClock extends Clock {
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+// ---------------------------------------------------------------- journal (RUNTIME_CALLS)
+
+export interface JournalKey {
+  readonly taskId: string;
+  readonly turn: number;
+  /** 0 is the model call; tool calls are 1..n in the order the action document lists them. */
+  readonly ordinal: number;
+}
+
+export interface CallIntent extends JournalKey {
+  /** Allocated by the runtime before dispatch; a model-generated id is never the dedup key. */
+  readonly callId: string;
+  readonly kind: 'model' | 'tool';
+  /** Route name for a model call, tool name for a tool call. */
+  readonly name: string;
+  /** Exact request as JSON (the request paper's content). */
+  readonly request: unknown;
+  /** `sha256:` of the canonical request. */
+  readonly requestHash: string;
+}
+
+export interface CallOutcome {
+  readonly status: Exclude<CallStatus, 'intent'>;
+  readonly response: unknown;
+  readonly responseHash: string;
+}
+
+export interface CallRecord extends CallIntent {
+  readonly status: CallStatus;
+  readonly response: unknown | null;
+  readonly responseHash: string | null;
+}
+
+/**
+ * The durable call journal. Invariants the implementation must keep:
+ * - (taskId, turn, ordinal) is unique; `recordIntent` on an existing key changes nothing and
+ *   returns the existing record (first intent wins), so a resumed turn finds what happened;
+ * - `recordOutcome` moves a record out of `intent` once; the same outcome again is a no-op,
+ *   a different outcome for a settled record is refused (throws). One exception: a MODEL call
+ *   recorded `failed` produced no response, so a later attempt of the same turn may record its
+ *   outcome over it (the model is re-asked only when no response was ever persisted);
+ * - an outcome is durable before the kernel feeds its result onward.
+ */
+export interface Journal {
+  recordIntent(intent: CallIntent): Promise<CallRecord>;
+  recordOutcome(key: JournalKey & { readonly callId: string }, outcome: CallOutcome): Promise<void>;
+}
+
+// ---------------------------------------------------------------- permission (K3)
+
+export interface PermissionRequest {
+  readonly taskId: string;
+  readonly turn: number;
+  readonly callId: string;
+  readonly tool: string;
+  readonly arguments: Readonly<Record<string, unknown>>;
+  /** The REAL declared access kind of the handler, never derived from an RBAC action. */
+  readonly isReadOnly: boolean;
+  readonly reason: 'write' | 'consent_read';
+  readonly effects: ToolEffects | null;
+}
+
+export type PermissionDecision = { readonly decision: 'allow' } | { readonly decision: 'deny'; readonly reason?: string };
+
+/** Consulted only for writes and consent-requiring reads; it never bounds a run (that is ExecutionMode). */
+export interface PermissionHook {
+  request(req: PermissionRequest): Promise<PermissionDecision>;
+}
+
+// ---------------------------------------------------------------- result store (K6)
+
+export interface ResultPage {
+  readonly text: string;
+  readonly offset: number;
+  readonly total: number;
+  /** null when this page reaches the end. */
+  readonly nextOffset: number | null;
+}
+
+/** Large tool results are offloaded here and paged back through `read_tool_result`. */
+export interface ResultStore {
+  /** Stores the full result; returns an opaque reference. Same (taskId, callId) → same ref. */
+  put(owner: { readonly taskId: string; readonly callId: string }, content: string): Promise<string>;
+  /** A page of a stored result, or null when the ref is unknown or not readable by `taskId`. */
+  read(taskId: string, ref: string, offset: number, limit: number): Promise<ResultPage | null>;
+}
+
+// ---------------------------------------------------------------- handoff (K5)
+
+export const HANDOFF_FATES = ['published', 'failed', 'absent'] as const;
+export type HandoffFate = (typeof HANDOFF_FATES)[number];
+
+/** What a halted run owes its successor: the state to resume from and why it stopped. */
+export interface Handoff {
+  readonly taskId: string;
+  readonly parkReason: ParkReason;
+  readonly cause: string;
+  readonly state: RunState;
+}
+
+/** The host publishes the checkpoint and reports what really happened to it. */
+export interface HandoffPort {
+  publish(handoff: Handoff): Promise<Exclude<HandoffFate, 'absent'>>;
+}
+
+// ---------------------------------------------------------------- sub-agents (K4)
+
+export interface SpawnRequest {
+  readonly parentTaskId: string;
+  /** Journal id of the spawn call: a child placement is idempotent on it. */
+  readonly spawnCallId: string;
+  readonly objective: string;
+  /** Names in the child's registry: parent's read-only tools ∩ parent's scope (∩ what was asked). */
+  readonly toolNames: readonly string[];
+  /** The parent's envelope, verbatim. */
+  readonly envelope: ExecutionEnvelope;
+  /** The parent's mode, verbatim (absent = live). */
+  readonly mode: ExecutionMode | undefined;
+  readonly depth: number;
+}
+
+export type SpawnOutcome =
+  /** Ran to settlement in-process. */
+  | { readonly kind: 'settled'; readonly childTaskId: string; readonly settlement: Settlement }
+  /** Placed as a durable child task; the parent parks `children` until it reports. */
+  | { readonly kind: 'deferred'; readonly childTaskId: string };
+
+export interface SubAgentPort {
+  spawn(req: SpawnRequest): Promise<SpawnOutcome>;
+}

@@ -1,0 +1,112 @@
+/**
+ * The restorable state of one run, and how a run ends. `RunState` is plain JSON: the
+ * turn-worker stores it as the checkpoint's state paper and hands it back to `runTurn` to run
+ * the next turn, possibly in another process. Nothing the kernel needs between turns lives
+ * outside it.
+ */
+import { ZERO_USAGE, type BudgetUsage, type BudgetDimension, type ExecutionEnvelope, type ExecutionMode, type ParkReason } from '@everdict/contracts';
+import type { ChatMessage } from '@everdict/llm';
+import type { ModelErrorKind } from '@everdict/llm';
+
+export const TODO_STATUSES = ['pending', 'in_progress', 'done'] as const;
+export type TodoStatus = (typeof TODO_STATUSES)[number];
+
+export interface TodoItem {
+  readonly id: string;
+  readonly text: string;
+  readonly status: TodoStatus;
+}
+
+export interface PlanStepDraft {
+  readonly id: string;
+  readonly title: string;
+  readonly dependsOn: readonly string[];
+}
+
+/** The plan the agent drafted with the `plan` tool; the host turns it into a plan revision. */
+export interface PlanDraft {
+  readonly revision: number;
+  readonly steps: readonly PlanStepDraft[];
+  readonly note: string | null;
+}
+
+/** A question that parks only this task (gap / checked / depends-on / alternatives / decision). */
+export interface WaitQuestion {
+  readonly gap: string;
+  readonly checked: string;
+  readonly dependsOn: string;
+  readonly alternatives: readonly string[];
+  readonly decisionNeeded: string;
+}
+
+/** Armed by `wait`: the run settles SUSPENDED after the turn's calls finish. */
+export interface ArmedWait {
+  readonly for: 'question' | 'children';
+  readonly reason: string;
+  readonly question: WaitQuestion | null;
+}
+
+export interface ChildRecord {
+  readonly childTaskId: string;
+  readonly spawnCallId: string;
+  readonly objective: string;
+  readonly status: 'running' | 'settled';
+}
+
+export type Settlement =
+  | { readonly kind: 'completed'; readonly result: string | null }
+  /**
+   * A halt that owes a handoff (K5): budget exhaustion, an armed wait, waiting children, a
+   * provider that is down. Never `completed`. `handoff` is what really happened to the checkpoint.
+   */
+  | {
+      readonly kind: 'suspended';
+      readonly parkReason: ParkReason;
+      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down';
+      readonly budgetDimension?: BudgetDimension;
+      readonly handoff: 'published' | 'failed' | 'absent';
+    }
+  /** The model cannot be asked this request again as-is (invalid request, context too long). */
+  | { readonly kind: 'failed'; readonly code: `model_${ModelErrorKind}` | 'kernel_error'; readonly message: string };
+
+export interface RunState {
+  readonly taskId: string;
+  /** The next turn to run (0-based). */
+  readonly turn: number;
+  readonly objective: string;
+  readonly messages: readonly ChatMessage[];
+  readonly todos: readonly TodoItem[];
+  readonly plan: PlanDraft | null;
+  readonly wait: ArmedWait | null;
+  readonly children: readonly ChildRecord[];
+  readonly usage: BudgetUsage;
+  readonly settlement: Settlement | null;
+}
+
+/** What a run executes under; restored from the task row, not from the checkpoint. */
+export interface RunContext {
+  readonly taskId: string;
+  readonly systemPrompt: string | null;
+  readonly envelope: ExecutionEnvelope;
+  /** Absent = live, byte-identical to before modes existed. */
+  readonly mode?: ExecutionMode;
+  /** 0 for a root run. */
+  readonly depth: number;
+  readonly maxOutputTokens?: number;
+}
+
+/** A fresh run: the objective is the first user message; usage counts from zero (K4). */
+export function initialRunState(taskId: string, objective: string): RunState {
+  return {
+    taskId,
+    turn: 0,
+    objective,
+    messages: [{ role: 'user', content: objective }],
+    todos: [],
+    plan: null,
+    wait: null,
+    children: [],
+    usage: ZERO_USAGE,
+    settlement: null,
+  };
+}
