@@ -1,0 +1,160 @@
+/**
+ * The HTTP-service connector: registered operations from config, an `Idempotency-Key` header on
+ * every mutation, and WhatLanded through the service's receipt lookup for that key.
+ */
+import type { EffectPacket, EffectParams } from '@everdict/contracts';
+import { packetDigest } from '@everdict/contracts';
+import { admitIdempotencyKey, admitPacket, admitRead, admitTarget } from '../admission.js';
+import { preflightChecks } from '../checks.js';
+import type {
+  CallIdentity,
+  Connector,
+  ConnectorCapability,
+  ConnectorContext,
+  DryRunResult,
+  LandedReport,
+  OperationCapability,
+  PreflightResult,
+  ReadOperationCapability,
+  ReadResult,
+} from '../connector.js';
+import { ConnectorRefused, ConnectorUnavailable } from '../errors.js';
+import { templateHash } from '../template-hash.js';
+import type { Classified } from './classify.js';
+import { classifyMutation, classifyReceiptLookup, parseBody } from './classify.js';
+import type { HttpOperationConfig, HttpServiceConfig } from './config.js';
+import { renderReceiptLookup, renderRequest, reviewHttpConfig } from './render.js';
+import type { HttpAttempt, HttpExchange } from './transport.js';
+import { sendHttp } from './transport.js';
+
+export const HTTP_CONNECTOR_KIND = 'http-service';
+const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
+
+export interface HttpServiceConnectorOptions {
+  /** The exchange function; defaults to a real request over node:http(s). */
+  readonly send?: (exchange: HttpExchange) => Promise<HttpAttempt>;
+}
+
+export class HttpServiceConnector implements Connector {
+  readonly name: string;
+  private readonly capability: ConnectorCapability;
+  private readonly operations: ReadonlyMap<string, HttpOperationConfig>;
+  private readonly send: (exchange: HttpExchange) => Promise<HttpAttempt>;
+
+  constructor(private readonly config: HttpServiceConfig, opts: HttpServiceConnectorOptions = {}) {
+    reviewHttpConfig(config);
+    this.name = config.name;
+    this.operations = new Map(config.operations.map((op) => [op.name, op]));
+    this.send = opts.send ?? sendHttp;
+    this.capability = describeHttp(config);
+  }
+
+  describe(): ConnectorCapability {
+    return this.capability;
+  }
+
+  async read(operation: string, params: EffectParams, ctx: ConnectorContext): Promise<ReadResult> {
+    admitRead(this.capability, operation, params);
+    const op = this.operation(operation);
+    const attempt = await this.exchange(renderRequest(this.config.baseUrl, op, params), {}, ctx);
+    // A 4xx is an answer about the state (e.g. 404: the account does not exist); checks may
+    // assert it. Anything that is not an answer cannot stand in for state.
+    if (attempt.kind !== 'response' || attempt.status >= 500 || attempt.status < 200 || !attempt.complete) {
+      throw new ConnectorUnavailable(this.name, operation, attempt.kind === 'response' ? `HTTP ${attempt.status}` : attempt.cause);
+    }
+    return { operation, value: { status: attempt.status, body: parseBody(attempt.body) }, observedAt: ctx.clock.now().toISOString() };
+  }
+
+  preflight(packet: EffectPacket, ctx: ConnectorContext): Promise<PreflightResult> {
+    return preflightChecks(this.capability, (op, params, c) => this.read(op, params, c), packet, ctx);
+  }
+
+  async dryRun(packet: EffectPacket): Promise<DryRunResult> {
+    admitPacket(this.capability, packet);
+    const req = renderRequest(this.config.baseUrl, this.operation(packet.operation.name), packet.params);
+    return { kind: 'render', rendered: { method: req.method, url: req.url.toString(), body: req.body ?? null } };
+  }
+
+  async execute(packet: EffectPacket, call: CallIdentity, ctx: ConnectorContext): Promise<LandedReport> {
+    admitPacket(this.capability, packet);
+    admitIdempotencyKey(this.capability, call.idempotencyKey);
+    const req = renderRequest(this.config.baseUrl, this.operation(packet.operation.name), packet.params);
+    const attempt = await this.exchange(
+      req,
+      {
+        'idempotency-key': call.idempotencyKey,
+        'everdict-call-id': call.callId,
+        'everdict-packet-digest': packetDigest(packet),
+        ...(req.body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ctx,
+    );
+    return this.report(classifyMutation(attempt, call.idempotencyKey), ctx);
+  }
+
+  async whatLanded(packet: EffectPacket, call: CallIdentity, ctx: ConnectorContext): Promise<LandedReport> {
+    admitTarget(this.capability, packet);
+    admitIdempotencyKey(this.capability, call.idempotencyKey);
+    const url = renderReceiptLookup(this.config.baseUrl, this.config.receipts.path, call.idempotencyKey);
+    const attempt = await this.exchange({ method: 'GET', url }, { 'idempotency-key': call.idempotencyKey }, ctx);
+    return this.report(classifyReceiptLookup(attempt, call.idempotencyKey, this.config.receipts.conclusive), ctx);
+  }
+
+  async close(): Promise<void> {
+    // Every exchange uses its own connection; nothing is pooled.
+  }
+
+  private operation(name: string): HttpOperationConfig {
+    const op = this.operations.get(name);
+    if (op === undefined) throw new ConnectorRefused(this.name, 'unregistered_operation', [{ path: '/operation/name', message: 'is not a registered operation' }]);
+    return op;
+  }
+
+  private exchange(req: { method: string; url: URL; body?: string }, headers: Record<string, string>, ctx: ConnectorContext): Promise<HttpAttempt> {
+    return this.send({
+      method: req.method,
+      url: req.url,
+      ...(req.body === undefined ? {} : { body: req.body }),
+      headers: { accept: 'application/json', ...this.config.headers, ...headers },
+      timeoutMs: this.config.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      maxResponseBytes: this.config.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      ...(ctx.signal === undefined ? {} : { signal: ctx.signal }),
+    });
+  }
+
+  private report(classified: Classified, ctx: ConnectorContext): LandedReport {
+    return { ...classified, observedAt: ctx.clock.now().toISOString() };
+  }
+}
+
+/** The capability description of an HTTP-service configuration. */
+export function describeHttp(config: HttpServiceConfig): ConnectorCapability {
+  const hashOf = (op: HttpOperationConfig) => templateHash(HTTP_CONNECTOR_KIND, { method: op.method, path: op.path, body: op.body ?? null, params: op.params });
+  const operations: OperationCapability[] = config.operations
+    .filter((op) => op.kind === 'mutate')
+    .map((op) => ({
+      name: op.name,
+      effectClass: op.effectClass ?? '',
+      params: op.params,
+      dryRun: 'render',
+      idempotent: op.idempotent ?? false,
+      templateHash: hashOf(op),
+      // An HTTP answer carries no count this connector could verify before the effect lands.
+      expectedCounts: {},
+    }));
+  const readOperations: ReadOperationCapability[] = config.operations
+    .filter((op) => op.kind === 'read')
+    .map((op) => ({ name: op.name, params: op.params, templateHash: hashOf(op) }));
+  return {
+    connector: config.name,
+    kind: HTTP_CONNECTOR_KIND,
+    target: config.target,
+    operations,
+    readOperations,
+    whatLandedConclusive: config.receipts.conclusive,
+    whatLandedMethod: config.receipts.conclusive
+      ? 'receipt lookup by idempotency key; the service declares a missing receipt conclusive'
+      : 'receipt lookup by idempotency key; a missing receipt is not proof of absence',
+  };
+}
