@@ -1,0 +1,30 @@
+/** Argument parsing for the CLI: a command word, then flags. `--json` is global. */
+import { parseArgs } from 'node:util';
+
+export interface Invocation {
+  command: string;
+  positionals: string[];
+  json: boolean;
+  flags: Record<string, string | boolean | undefined>;
+}
+
+export class UsageError extends Error {}
+
+export function parseInvocation(argv: readonly string[]): Invocation {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const [command = 'help', ...positionals] = parsed.positionals;
+  return { command: parsed.values.help ? 'help' : command, positionals, json: parsed.values.json ?? false, flags: parsed.values };
+}

@@ -1,0 +1,2 @@
+export { parseInvocation, UsageError } from './args.js';
+export { runMigrate } from './migrate.js';

@@ -1,0 +1,54 @@
+/**
+ * `everdict` entry point. Exit codes: 0 ok, 1 the command failed, 2 usage or configuration error.
+ */
+import { isEverdictError } from '@everdict/contracts';
+import { UsageError, parseInvocation } from './args.js';
+import { runMigrate } from './migrate.js';
+
+const HELP = `everdict — durable runtime for LLM agents
+
+usage: everdict <command> [--json]
+
+commands:
+  migrate     apply database migrations (needs DATABASE_URL)
+  help        this text
+
+environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, PORT, LOG_LEVEL`;
+
+function requireEnv(name: string): string {
+  const v = process.env[name];
+  if (!v) throw new UsageError(`${name} is not set`);
+  return v;
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const inv = parseInvocation(argv);
+  switch (inv.command) {
+    case 'help':
+      process.stdout.write(`${HELP}\n`);
+      return 0;
+    case 'migrate':
+      await runMigrate({ databaseUrl: requireEnv('DATABASE_URL'), json: inv.json });
+      return 0;
+    default:
+      throw new UsageError(`unknown command "${inv.command}"; see everdict help`);
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      process.stderr.write(`everdict: ${err.message}\n`);
+      process.exitCode = 2;
+    } else if (isEverdictError(err)) {
+      process.stderr.write(`everdict: ${err.code}: ${err.message}\n`);
+      process.exitCode = err.code === 'config_invalid' ? 2 : 1;
+    } else {
+      process.stderr.write(`everdict: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);
