@@ -1,0 +1,174 @@
+/**
+ * Bus benchmark (issue 2 "Figures"; not a timed test). Prints JSON lines:
+ *
+ *   end-to-end messages/s through outbox → relay → RabbitMQ → inbox-dedup consumer → state
+ *   transition (one row UPDATE per message, one unit of work per delivery), and the same run
+ *   with the consumer's inbox insert switched off (the benchmark-only baseline), plus the dedup
+ *   overhead in percent.
+ *
+ * HANDLER=update (the issue's figure) makes the state transition one row UPDATE; HANDLER=turn makes
+ * it turn-shaped like pgbench-turn (fenced task update + journal row + checkpoint row), which is
+ * what a real turn-worker unit of work costs; HANDLER=both (default) runs both.
+ *
+ * Producers commit outbox rows in batches while the relay and the consumer run, so the figure is
+ * the rate of the whole pipeline from the first commit to the last state transition. Real
+ * Postgres (synchronous_commit on) and real RabbitMQ (quorum queues), own database and prefix.
+ *
+ *   node --conditions=source --import tsx libs/bus/bench/bus.ts
+ *
+ * Env: MESSAGES (default 20000 per mode), ROUNDS (default 1; modes alternate, best round kept),
+ * PREFETCH (64), CONSUMERS (subscriptions, 2), POOL (Postgres pool, 24), RELAY_BATCH (500),
+ * PRODUCERS (4), PRODUCER_BATCH (200), HANDLER (update | turn | both), TEST_DATABASE_URL, TEST_AMQP_URL.
+ */
+import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
+import { Store, createPgDb, migrate } from '@everdict/store';
+import type { Db } from '@everdict/store';
+import { TEST_AMQP_URL, freshDatabase } from '@everdict/testkit';
+import { connectAmqp } from '../src/amqp.js';
+import type { MessageHandler, MessageHandlers } from '../src/consumer.js';
+import { InboxConsumer } from '../src/consumer.js';
+import type { BusMetrics } from '../src/metrics.js';
+import { noopBusMetrics } from '../src/metrics.js';
+import { OutboxRelay } from '../src/relay.js';
+import { boundTypes, deleteTopology, loadTopology } from '../src/topology.js';
+import amqplib from 'amqplib';
+
+const num = (name: string, dflt: number): number => {
+  const v = Number(process.env[name] ?? dflt);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number`);
+  return v;
+};
+const MESSAGES = num('MESSAGES', 20_000);
+const ROUNDS = num('ROUNDS', 1);
+const PREFETCH = num('PREFETCH', 64);
+const CONSUMERS = num('CONSUMERS', 2);
+const POOL = num('POOL', 24);
+const RELAY_BATCH = num('RELAY_BATCH', 500);
+const PRODUCERS = num('PRODUCERS', 4);
+const PRODUCER_BATCH = num('PRODUCER_BATCH', 200);
+const HANDLER = process.env['HANDLER'] ?? 'both';
+if (!['update', 'turn', 'both'].includes(HANDLER)) throw new Error('HANDLER must be update, turn or both');
+const TASKS = 10_000;
+
+type Mode = 'inbox_dedup' | 'no_inbox';
+type Shape = 'update' | 'turn';
+
+async function main(): Promise<void> {
+  const dbInfo = await freshDatabase('bench bus');
+  const db = createPgDb(dbInfo.url, { max: POOL, applicationName: 'everdict-bench' });
+  await migrate(db);
+  await db.query({ text: 'CREATE TABLE bench_tasks (id uuid PRIMARY KEY, row_version bigint NOT NULL DEFAULT 0, state text NOT NULL DEFAULT \'open\')' });
+  const taskIds = Array.from({ length: TASKS }, () => newId());
+  await db.query({ text: 'INSERT INTO bench_tasks (id) SELECT unnest($1::uuid[])', values: [taskIds] });
+  await db.query({ text: 'CREATE TABLE bench_calls (task_id uuid, turn bigint, ordinal int, status text NOT NULL, req_hash text NOT NULL, PRIMARY KEY (task_id, turn, ordinal))' });
+  await db.query({ text: 'CREATE TABLE bench_checkpoints (task_id uuid, turn bigint, state jsonb NOT NULL, PRIMARY KEY (task_id, turn))' });
+  const store = new Store(db);
+  const prefix = `bench_${process.pid}`;
+  const topology = loadTopology({ prefix });
+  const transport = await connectAmqp({ url: TEST_AMQP_URL, topology, connectionName: `${prefix}-bench` });
+
+  const shapes: Shape[] = HANDLER === 'both' ? ['update', 'turn'] : [HANDLER as Shape];
+  try {
+    await runMode('inbox_dedup', 'update', Math.min(2_000, MESSAGES)); // warm-up: JIT, prepared statements, queue leaders
+    for (const shape of shapes) {
+      const results: Record<Mode, number[]> = { inbox_dedup: [], no_inbox: [] };
+      for (let r = 0; r < ROUNDS; r++) {
+        for (const mode of ['inbox_dedup', 'no_inbox'] as const) {
+          const rate = await runMode(mode, shape, MESSAGES);
+          results[mode].push(rate);
+          console.log(JSON.stringify({ system: 'everdict-bus', mode, handler: shape, round: r + 1, messages: MESSAGES, msg_per_s: Math.round(rate), prefetch: PREFETCH, consumers: CONSUMERS, pool: POOL, relay_batch: RELAY_BATCH }));
+        }
+      }
+      const best = (m: Mode) => Math.max(...results[m]);
+      const overhead = (1 - best('inbox_dedup') / best('no_inbox')) * 100;
+      console.log(JSON.stringify({ system: 'everdict-bus', metric: 'dedup_overhead_pct', handler: shape, value: Math.round(overhead * 10) / 10, inbox_dedup_msg_per_s: Math.round(best('inbox_dedup')), no_inbox_msg_per_s: Math.round(best('no_inbox')) }));
+    }
+  } finally {
+    await transport.close();
+    const conn = await amqplib.connect(TEST_AMQP_URL);
+    await deleteTopology(await conn.createChannel(), topology).catch(() => {});
+    await conn.close();
+    await db.close();
+    await dbInfo.drop();
+  }
+
+  async function runMode(mode: Mode, shape: Shape, n: number): Promise<number> {
+    let applied = 0;
+    let finish: () => void = () => {};
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const metrics: BusMetrics = {
+      ...noopBusMetrics,
+      consumed: (_c, outcome) => {
+        if (outcome === 'applied' && ++applied === n) finish();
+      },
+    };
+    // The state transition, inside the delivery's unit of work: one row update, or a turn's worth of writes.
+    const transition: MessageHandler = async (env, uow) => {
+      const taskId = 'taskId' in env.payload ? env.payload.taskId : env.id;
+      const { rows } = await uow.query<{ row_version: number }>({
+        name: 'bench_transition',
+        text: "UPDATE bench_tasks SET row_version = row_version + 1, state = 'running' WHERE id = $1::uuid RETURNING row_version",
+        values: [taskId],
+      });
+      if (shape === 'turn') {
+        const turn = rows[0]!.row_version;
+        await uow.query({ name: 'bench_call', text: "INSERT INTO bench_calls VALUES ($1::uuid, $2::bigint, 0, 'completed', $3::text)", values: [taskId, turn, env.payloadHash] });
+        await uow.query({ name: 'bench_checkpoint', text: 'INSERT INTO bench_checkpoints VALUES ($1::uuid, $2::bigint, $3::jsonb)', values: [taskId, turn, '{"phase":"x","pending":[]}'] });
+      }
+    };
+    const handlers = Object.fromEntries(boundTypes(topology, 'turn-worker').map((t) => [t, transition])) as MessageHandlers;
+    const consumers = Array.from({ length: CONSUMERS }, () => new InboxConsumer({ store, transport, service: 'turn-worker', handlers, prefetch: PREFETCH, metrics, unsafeSkipInbox: mode === 'no_inbox' }));
+    for (const c of consumers) await c.start();
+    const relay = new OutboxRelay({ store, transport, batchSize: RELAY_BATCH, pollMs: 200 });
+    await relay.start();
+
+    const bodies = Array.from({ length: n }, (_, i) => {
+      const caseId = newId();
+      const env = buildEnvelope(
+        {
+          type: 'task.runnable',
+          version: 1,
+          caseId,
+          lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] },
+          sender: { service: 'intake', taskId: null, profile: null, profileVersion: null },
+          trust: 'platform',
+          payload: { taskId: taskIds[i % TASKS]!, reason: 'opened' },
+        },
+        systemClock,
+      );
+      return { env, body: encodeEnvelope(env) };
+    });
+
+    const started = performance.now();
+    let next = 0;
+    const produce = async () => {
+      while (next < n) {
+        const batch = bodies.slice(next, next + PRODUCER_BATCH);
+        next += batch.length;
+        await store.unitOfWork(async (uow) => {
+          for (const { env, body } of batch) await uow.enqueue({ id: env.id, type: env.type, caseId: env.caseId }, body);
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: PRODUCERS }, produce));
+    const produced = performance.now();
+    await done;
+    const seconds = (performance.now() - started) / 1000;
+    process.stderr.write(`${mode}/${shape}: ${n} messages, producers done in ${((produced - started) / 1000).toFixed(2)} s, end-to-end ${seconds.toFixed(2)} s\n`);
+
+    await relay.stop();
+    for (const c of consumers) await c.stop();
+    await cleanup(db);
+    return n / seconds;
+  }
+}
+
+async function cleanup(db: Db): Promise<void> {
+  await db.query({ text: 'TRUNCATE outbox_messages, inbox_messages, bench_calls, bench_checkpoints' });
+  await db.query({ text: 'VACUUM ANALYZE bench_tasks' });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,311 @@
+/**
+ * The inbox-dedup consumer (DESIGN §3, seed 004 §4): the one pipeline every delivery goes
+ * through, on either transport.
+ *
+ *   size limit → decodeMessage (JSON → envelope schema → type/version → payload schema → hash)
+ *   → ONE unit of work: inbox row + the handler's state change + its outbox rows → COMMIT → ack
+ *
+ * Outcomes:
+ * - new message: the handler runs inside the unit of work; ack after COMMIT.
+ * - same id + same payload hash (a redelivery): the prior disposition stands, the handler is NOT
+ *   called, ack, counted as a duplicate.
+ * - same id + different hash: refused — recorded in dead_letters, dead-lettered, counted; the
+ *   first disposition and its effects stand.
+ * - undecodable (oversized, malformed JSON, invalid envelope/payload, unknown type or version,
+ *   hash mismatch) or a type this service has no handler for: refused without guessing at the
+ *   content, recorded with a reason and a detail naming the field, dead-lettered, counted.
+ * - handler or database failure: the unit of work rolls back; transient database errors are
+ *   retried in place, anything else is requeued and comes back until the queue's delivery limit
+ *   (x-delivery-limit), whose last attempt is recorded and dead-lettered.
+ *
+ * Ordering: deliveries are processed concurrently (up to `prefetch`) and redeliveries overtake
+ * later messages, so delivery order means nothing. Handlers protect ordering themselves (DESIGN
+ * §3): plan revisions carry the expected revision and row version and an out-of-order one is
+ * refused; fenced writes name their epoch; a Cancel is applied against the task's current state,
+ * never queued behind a completion. A handler also checks the claimed sender and lineage against
+ * persisted assignments: a decoded envelope is well-formed, not authenticated.
+ */
+import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictError, isUuid } from '@everdict/contracts';
+import type { AnyEnvelope, MessageType } from '@everdict/contracts';
+import type { Store, UnitOfWork } from '@everdict/store';
+import type { BusLogger } from './logger.js';
+import { describeError, noopBusLogger } from './logger.js';
+import type { BusMetrics } from './metrics.js';
+import { noopBusMetrics } from './metrics.js';
+import { boundTypes, deliveryLimit } from './topology.js';
+import type { Delivery, Settlement, Subscription, Transport } from './transport.js';
+
+/** What a handler made of a new message; recorded as the inbox disposition (void = applied). */
+export type HandlerOutcome = 'applied' | 'ignored' | void;
+
+export interface HandlerContext {
+  /** The consuming service (inbox consumer name and queue suffix). */
+  readonly service: string;
+  /** Earlier returned deliveries of this message (0 on the first). */
+  readonly deliveryCount: number;
+  readonly redelivered: boolean;
+  readonly transport: Transport['kind'];
+}
+
+/**
+ * A message handler: runs inside the delivery's unit of work. Everything it writes — state,
+ * ledger, outbox rows — commits together with the inbox row or not at all. It must not publish
+ * or call anything external: outgoing messages go through `uow.enqueue`.
+ */
+export type MessageHandler<E extends AnyEnvelope = AnyEnvelope> = (envelope: E, uow: UnitOfWork, ctx: HandlerContext) => Promise<HandlerOutcome>;
+
+export type MessageHandlers = { readonly [T in MessageType]?: MessageHandler<Extract<AnyEnvelope, { type: T }>> };
+
+/** Why the edge refused a delivery (decode reasons plus the consumer's own). */
+export type RefusalReason =
+  | 'oversized'
+  | 'malformed_json'
+  | 'invalid_envelope'
+  | 'unknown_type'
+  | 'unknown_version'
+  | 'invalid_payload'
+  | 'hash_mismatch'
+  | 'message_id_mismatch'
+  | 'hash_conflict'
+  | 'unhandled_type';
+
+/** A refused delivery as recorded in dead_letters: only ids that were well-formed, never content. */
+export interface Refusal {
+  readonly service: string;
+  readonly reason: RefusalReason;
+  readonly detail: string;
+  readonly messageId?: string | undefined;
+  readonly type?: string | undefined;
+}
+
+export interface InboxConsumerOptions {
+  readonly store: Store;
+  readonly transport: Transport;
+  /** The consuming service: its queue is `<prefix>.<service>`, its inbox rows carry this name. */
+  readonly service: string;
+  /** One handler per message type bound to the service's queue (checked at start). */
+  readonly handlers: MessageHandlers;
+  /** Unsettled deliveries at once, i.e. concurrent units of work (default 32). */
+  readonly prefetch?: number;
+  /** Largest accepted body in bytes (default DEFAULT_MAX_MESSAGE_BYTES, 1 MiB). */
+  readonly maxBytes?: number;
+  /** In-place retries of a unit of work that failed with a retryable database error (default 3). */
+  readonly transientRetries?: number;
+  /** Base backoff for those retries and before a requeue, in ms (default 100; doubles, max 2000). */
+  readonly retryDelayMs?: number;
+  /**
+   * Called after a refusal is recorded and before it is dead-lettered — e.g. the turn-worker parks
+   * the case's waiting task as `capability_gap` on an unknown type or version (DESIGN §3). Runs
+   * its own unit of work if it needs one; a failure is logged and does not stop the dead-letter.
+   */
+  readonly onRefusal?: (refusal: Refusal) => Promise<void>;
+  readonly metrics?: BusMetrics;
+  readonly logger?: BusLogger;
+  /**
+   * BENCHMARK BASELINE ONLY: skip the inbox row. Without it a redelivery runs the handler again;
+   * no service may set this.
+   */
+  readonly unsafeSkipInbox?: boolean;
+}
+
+/** Settlement of a delivery whose unit of work failed: requeue, unless this was the last allowed attempt. */
+export function failureSettlement(deliveryCount: number, limit: number): Extract<Settlement, 'requeue' | 'dead_letter'> {
+  return deliveryCount >= limit ? 'dead_letter' : 'requeue';
+}
+
+/** Backoff before retry `attempt` (0-based): base · 2^attempt, capped at 2 s. */
+export function backoffMs(attempt: number, baseMs: number): number {
+  return Math.min(baseMs * 2 ** attempt, 2_000);
+}
+
+type UnitResult = { kind: 'applied' | 'ignored' } | { kind: 'duplicate'; disposition: string } | { kind: 'conflict'; storedHash: string };
+
+export class InboxConsumer {
+  private readonly metrics: BusMetrics;
+  private readonly logger: BusLogger;
+  private readonly maxBytes: number;
+  private readonly limit: number;
+  private readonly retries: number;
+  private readonly delayMs: number;
+  private readonly abort = new AbortController();
+  private subscription: Subscription | undefined;
+
+  constructor(private readonly opts: InboxConsumerOptions) {
+    this.metrics = opts.metrics ?? noopBusMetrics;
+    this.logger = opts.logger ?? noopBusLogger;
+    this.maxBytes = opts.maxBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.limit = deliveryLimit(opts.transport.topology, opts.service);
+    this.retries = opts.transientRetries ?? 3;
+    this.delayMs = opts.retryDelayMs ?? 100;
+    const missing = boundTypes(opts.transport.topology, opts.service).filter((t) => !(t in opts.handlers));
+    if (missing.length > 0) {
+      throw new EverdictError('config_invalid', `consumer ${opts.service} has no handler for bound message types: ${missing.join(', ')}`, {
+        details: { field: `handlers.${missing[0]}`, missing },
+      });
+    }
+  }
+
+  get service(): string {
+    return this.opts.service;
+  }
+
+  async start(): Promise<void> {
+    if (this.subscription) return;
+    this.subscription = await this.opts.transport.subscribe(this.opts.service, (d) => this.process(d), { prefetch: this.opts.prefetch ?? 32 });
+    this.logger.info({ service: this.opts.service, transport: this.opts.transport.kind }, 'consuming');
+  }
+
+  /** No new deliveries; in-flight units of work finish and are settled; then the channel closes. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.subscription?.stop();
+    this.logger.info({ service: this.opts.service }, 'consumer stopped');
+  }
+
+  /** The whole pipeline for one delivery. Never throws: every path ends in a settlement. */
+  async process(d: Delivery): Promise<Settlement> {
+    const service = this.opts.service;
+    const decoded = decodeMessage(d.body, { maxBytes: this.maxBytes });
+    if (!decoded.ok) {
+      // The transport's message id is recorded only if well-formed: a refusal never stores raw input.
+      return this.refuse(decoded.reason, decoded.detail, { messageId: decoded.messageId ?? (isUuid(d.messageId) ? d.messageId : undefined), type: decoded.type });
+    }
+    const env = decoded.envelope;
+    if (d.messageId !== undefined && d.messageId !== env.id) {
+      return this.refuse('message_id_mismatch', 'properties.message-id differs from /id', { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
+    }
+    const handler = this.opts.handlers[env.type] as MessageHandler | undefined;
+    if (!handler) {
+      return this.refuse('unhandled_type', `/type ${env.type} has no handler in ${service}`, { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
+    }
+    const ctx: HandlerContext = { service, deliveryCount: d.deliveryCount, redelivered: d.redelivered, transport: this.opts.transport.kind };
+
+    const started = performance.now();
+    let result: UnitResult;
+    try {
+      result = await this.withTransientRetry(() => this.unitOfWork(env, handler, ctx));
+    } catch (err) {
+      return this.handlerFailed(env, d, err);
+    } finally {
+      this.metrics.handlerSeconds(service, (performance.now() - started) / 1000);
+    }
+
+    switch (result.kind) {
+      case 'applied':
+      case 'ignored':
+        this.metrics.consumed(service, 'applied');
+        return 'ack';
+      case 'duplicate':
+        this.metrics.duplicate(service);
+        this.metrics.consumed(service, 'duplicate');
+        this.logger.debug({ service, messageId: env.id, type: env.type, disposition: result.disposition }, 'duplicate delivery');
+        return 'ack';
+      case 'conflict':
+        return this.refuse('hash_conflict', `/payloadHash ${env.payloadHash} differs from the recorded ${result.storedHash} for this message id`, {
+          messageId: env.id,
+          type: env.type,
+          payloadHash: env.payloadHash,
+        });
+    }
+  }
+
+  private unitOfWork(env: AnyEnvelope, handler: MessageHandler, ctx: HandlerContext): Promise<UnitResult> {
+    const service = this.opts.service;
+    return this.opts.store.unitOfWork(async (uow): Promise<UnitResult> => {
+      if (!this.opts.unsafeSkipInbox) {
+        // The inbox insert comes first: a concurrent redelivery blocks on its key until we commit.
+        const check = await uow.checkInbox(service, env.id, env.payloadHash, env.type, 'applied');
+        if (check.kind === 'duplicate') return { kind: 'duplicate', disposition: check.disposition };
+        if (check.kind === 'conflict') return { kind: 'conflict', storedHash: check.storedHash };
+      }
+      const outcome = (await handler(env, uow, ctx)) ?? 'applied';
+      if (outcome === 'ignored' && !this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'ignored');
+      return { kind: outcome };
+    });
+  }
+
+  private async handlerFailed(env: AnyEnvelope, d: Delivery, err: unknown): Promise<Settlement> {
+    const service = this.opts.service;
+    const settlement = failureSettlement(d.deliveryCount, this.limit);
+    if (settlement === 'dead_letter') {
+      this.logger.error({ service, messageId: env.id, type: env.type, attempts: d.deliveryCount + 1, err: describeError(err) }, 'handler failed on its last attempt; dead-lettering');
+      await this.record({ reason: 'handler_failed', detail: `attempt ${d.deliveryCount + 1} of ${this.limit + 1}: ${describeError(err)}`, messageId: env.id, type: env.type, payloadHash: env.payloadHash }).catch(
+        (recErr: unknown) => this.logger.error({ service, messageId: env.id, err: describeError(recErr) }, 'could not record dead letter'),
+      );
+      this.metrics.deadLettered(service, 'handler_failed');
+      this.metrics.consumed(service, 'dead_lettered');
+      return 'dead_letter';
+    }
+    this.logger.warn({ service, messageId: env.id, type: env.type, attempt: d.deliveryCount + 1, err: describeError(err) }, 'handler failed; requeueing');
+    this.metrics.consumed(service, 'failed');
+    await this.sleep(backoffMs(d.deliveryCount, this.delayMs));
+    return 'requeue';
+  }
+
+  private async refuse(reason: RefusalReason, detail: string, ids: { messageId?: string | undefined; type?: string | undefined; payloadHash?: string }): Promise<Settlement> {
+    const service = this.opts.service;
+    try {
+      await this.withTransientRetry(() => this.record({ reason, detail, ...ids }));
+    } catch (err) {
+      // Unrecorded refusals are not dead-lettered: the redelivery gets recorded, or the delivery limit ends it.
+      this.logger.error({ service, reason, err: describeError(err) }, 'could not record refusal; requeueing');
+      this.metrics.consumed(service, 'failed');
+      return 'requeue';
+    }
+    if (this.opts.onRefusal) {
+      await this.opts.onRefusal({ service, reason, detail, messageId: ids.messageId, type: ids.type }).catch((err: unknown) =>
+        this.logger.error({ service, reason, messageId: ids.messageId, err: describeError(err) }, 'refusal hook failed'),
+      );
+    }
+    this.logger.warn({ service, reason, messageId: ids.messageId, type: ids.type }, 'message refused and dead-lettered');
+    this.metrics.refused(service, reason);
+    this.metrics.deadLettered(service, reason);
+    this.metrics.consumed(service, 'refused');
+    return 'dead_letter';
+  }
+
+  private record(d: { reason: string; detail: string; messageId?: string | undefined; type?: string | undefined; payloadHash?: string | undefined }): Promise<void> {
+    return this.opts.store.recordDeadLetter({
+      consumer: this.opts.service,
+      reason: d.reason,
+      detail: d.detail,
+      messageId: d.messageId ?? null,
+      type: d.type ?? null,
+      payloadHash: d.payloadHash ?? null,
+    });
+  }
+
+  /** Retries retryable database failures (conflicts, lost connections) without spending a delivery. */
+  private async withTransientRetry<T>(fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        const retryable = isEverdictError(err) && err.retryable;
+        if (!retryable || attempt >= this.retries || this.abort.signal.aborted) throw err;
+        await this.sleep(backoffMs(attempt, this.delayMs));
+      }
+    }
+  }
+
+  /** A pause that a stop cuts short, so a draining consumer never waits out a backoff. */
+  private sleep(ms: number): Promise<void> {
+    if (this.abort.signal.aborted || ms <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.abort.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.abort.signal.addEventListener('abort', done);
+    });
+  }
+}
+
+/** Builds and starts an inbox consumer. */
+export async function startInboxConsumer(opts: InboxConsumerOptions): Promise<InboxConsumer> {
+  const consumer = new InboxConsumer(opts);
+  await consumer.start();
+  return consumer;
+}

@@ -1,0 +1,192 @@
+/**
+ * The outbox relay (DESIGN §3): publishes committed OUTBOX_MESSAGES rows and marks them
+ * published only after the transport confirmed them.
+ *
+ * Loop: claim a batch (a short lease, so several relays never publish the same row at once) →
+ * publish every row of the batch at once, many confirms in flight → mark the confirmed rows
+ * published → release the failed ones for an immediate retry. Woken by LISTEN/NOTIFY (the unit of
+ * work notifies at COMMIT) with a poll timer as the fallback for a lost notification.
+ *
+ * Invariants:
+ * - A row is marked published only after its confirm: a crash or a lost connection at any point
+ *   leaves it unpublished (or claimed until the lease ends) and it is published again. At least
+ *   once; the receivers' inbox makes it effectively once.
+ * - Nothing here opens a transaction; claim, mark and release are single statements.
+ */
+import type { Store } from '@everdict/store';
+import type { BusLogger } from './logger.js';
+import { describeError, noopBusLogger } from './logger.js';
+import type { BusMetrics } from './metrics.js';
+import { noopBusMetrics } from './metrics.js';
+import type { Transport } from './transport.js';
+
+export interface OutboxRelayOptions {
+  readonly store: Store;
+  readonly transport: Transport;
+  /** Claim owner name, visible in outbox_messages.claimed_by (default "relay"). */
+  readonly name?: string;
+  /** Rows claimed and published per batch (default 500). */
+  readonly batchSize?: number;
+  /** Claim lease in ms: after it a row is claimable again (default 30000). */
+  readonly leaseMs?: number;
+  /** Poll interval in ms when no notification arrives (default 1000). */
+  readonly pollMs?: number;
+  /** Batches in flight at once (default 2): the next claim overlaps the previous confirms. */
+  readonly pipelines?: number;
+  /** Most time `stop()` waits for in-flight confirms, in ms (default 10000). */
+  readonly drainTimeoutMs?: number;
+  readonly metrics?: BusMetrics;
+  readonly logger?: BusLogger;
+}
+
+export interface RelayBatchResult {
+  readonly claimed: number;
+  readonly published: number;
+  readonly failed: number;
+}
+
+export class OutboxRelay {
+  private readonly name: string;
+  private readonly batchSize: number;
+  private readonly leaseMs: number;
+  private readonly pollMs: number;
+  private readonly pipelines: number;
+  private readonly metrics: BusMetrics;
+  private readonly logger: BusLogger;
+  private running = false;
+  private stopping = false;
+  private loops: Promise<void>[] = [];
+  private unlisten: (() => Promise<void>) | undefined;
+  private lagTimer: NodeJS.Timeout | undefined;
+  /** Bumped by every wake-up; a loop that saw an older value knows there may be new rows. */
+  private wakeSeq = 0;
+  private readonly waiters = new Set<{ onWake: boolean; done: () => void }>();
+
+  constructor(private readonly opts: OutboxRelayOptions) {
+    this.name = opts.name ?? 'relay';
+    this.batchSize = opts.batchSize ?? 500;
+    this.leaseMs = opts.leaseMs ?? 30_000;
+    this.pollMs = opts.pollMs ?? 1_000;
+    this.pipelines = Math.max(1, opts.pipelines ?? 2);
+    this.metrics = opts.metrics ?? noopBusMetrics;
+    this.logger = opts.logger ?? noopBusLogger;
+  }
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    this.unlisten = await this.opts.store.listenOutbox(() => this.wake());
+    this.lagTimer = setInterval(() => void this.reportLag(), Math.max(this.pollMs, 1_000));
+    this.lagTimer.unref();
+    this.loops = Array.from({ length: this.pipelines }, (_, i) => this.loop(i));
+    this.logger.info({ relay: this.name, batchSize: this.batchSize, pipelines: this.pipelines }, 'outbox relay started');
+  }
+
+  /** Stops claiming, waits (bounded) for the batches in flight to be confirmed and marked. */
+  async stop(): Promise<void> {
+    if (!this.running || this.stopping) return;
+    this.stopping = true;
+    this.wake();
+    clearInterval(this.lagTimer);
+    await this.unlisten?.().catch(() => {});
+    const timeout = this.opts.drainTimeoutMs ?? 10_000;
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = await Promise.race([
+      Promise.all(this.loops).then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeout);
+      }),
+    ]);
+    clearTimeout(timer);
+    // Rows still unconfirmed stay claimed until their lease ends, then any relay publishes them again.
+    if (gaveUp) this.logger.warn({ relay: this.name, timeoutMs: timeout }, 'relay stopped with confirms still in flight');
+    this.running = false;
+    this.logger.info({ relay: this.name }, 'outbox relay stopped');
+  }
+
+  /** Claims and publishes one batch. Exposed for tests and for a one-shot drain. */
+  async pumpOnce(): Promise<RelayBatchResult> {
+    const rows = await this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs);
+    if (rows.length === 0) return { claimed: 0, published: 0, failed: 0 };
+    const byType = new Map<string, number>();
+    for (const r of rows) byType.set(r.type, (byType.get(r.type) ?? 0) + 1);
+    for (const [type, n] of byType) this.metrics.published(type, n);
+
+    const outcomes = await Promise.allSettled(
+      rows.map((r) => this.opts.transport.publish({ messageId: r.message_id, type: r.type, routingKey: r.routing_key, body: r.body })),
+    );
+    const confirmed: number[] = [];
+    const failed: number[] = [];
+    outcomes.forEach((o, i) => (o.status === 'fulfilled' ? confirmed : failed).push(rows[i]!.seq));
+    if (confirmed.length > 0) this.metrics.confirmed(confirmed.length);
+    // If marking fails the rows stay claimed until the lease ends and are published again: a duplicate, never a loss.
+    await this.opts.store.markPublished(confirmed);
+    if (failed.length > 0) {
+      const first = outcomes.find((o) => o.status === 'rejected') as PromiseRejectedResult;
+      this.logger.warn({ relay: this.name, failed: failed.length, err: describeError(first.reason) }, 'publishes not confirmed; released for retry');
+      await this.opts.store.releaseOutbox(failed).catch(() => {});
+    }
+    return { claimed: rows.length, published: confirmed.length, failed: failed.length };
+  }
+
+  private async loop(index: number): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      const seenWake = this.wakeSeq;
+      let result: RelayBatchResult | undefined;
+      try {
+        result = await this.pumpOnce();
+      } catch (err) {
+        this.logger.error({ relay: this.name, loop: index, err: describeError(err) }, 'relay batch failed');
+      }
+      if (result === undefined || result.failed > 0) {
+        // The database or the transport is refusing: back off instead of spinning on the same rows.
+        failures = Math.min(failures + 1, 6);
+        await this.idle(100 * 2 ** failures);
+        continue;
+      }
+      failures = 0;
+      // Drained for now: sleep until a NOTIFY (possibly one that came while we were busy) or the poll.
+      if (result.claimed < this.batchSize) await this.idle(this.pollMs, seenWake);
+    }
+  }
+
+  /**
+   * Waits `ms`. With `seenWake`, a wake-up newer than it (even one that arrived while we were
+   * busy) ends the wait early; without it only `stop()` does (a backoff a NOTIFY must not cut).
+   */
+  private idle(ms: number, seenWake?: number): Promise<void> {
+    if (this.stopping || (seenWake !== undefined && this.wakeSeq !== seenWake)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiter = { onWake: seenWake !== undefined, done: () => {} };
+      const timer = setTimeout(() => waiter.done(), ms);
+      waiter.done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(waiter);
+        resolve();
+      };
+      this.waiters.add(waiter);
+    });
+  }
+
+  private wake(): void {
+    this.wakeSeq++;
+    for (const w of [...this.waiters]) if (w.onWake || this.stopping) w.done();
+  }
+
+  private async reportLag(): Promise<void> {
+    try {
+      const { pending, lagSeconds } = await this.opts.store.outboxLag();
+      this.metrics.outboxLag(lagSeconds, pending);
+    } catch (err) {
+      this.logger.warn({ relay: this.name, err: describeError(err) }, 'outbox lag query failed');
+    }
+  }
+}
+
+/** Builds and starts a relay. */
+export async function startOutboxRelay(opts: OutboxRelayOptions): Promise<OutboxRelay> {
+  const relay = new OutboxRelay(opts);
+  await relay.start();
+  return relay;
+}
