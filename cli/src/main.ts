@@ -4,12 +4,14 @@
 import { isEverdictError } from '@everdict/contracts';
 import { UsageError, parseInvocation } from './args.js';
 import { runMigrate } from './migrate.js';
+import { runStart } from './start.js';
 
 const HELP = `everdict — durable runtime for LLM agents
 
 usage: everdict <command> [--json]
 
 commands:
+  start       run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT
   migrate     apply database migrations (needs DATABASE_URL)
   help        this text
 
@@ -26,6 +28,9 @@ async function main(argv: readonly string[]): Promise<number> {
   switch (inv.command) {
     case 'help':
       process.stdout.write(`${HELP}\n`);
+      return 0;
+    case 'start':
+      await runStart();
       return 0;
     case 'migrate':
       await runMigrate({ databaseUrl: requireEnv('DATABASE_URL'), json: inv.json });
