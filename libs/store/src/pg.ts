@@ -56,16 +56,38 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
         throw translateDbError(err);
       }
       let broken = false;
+      // BEGIN travels with the first statement when that statement is parameterless (one
+      // simple-protocol round trip instead of two): on the inbox path it is the dedup insert.
+      let begun = false;
+      const inner = asQueryable(client);
+      const tx: Queryable = {
+        async query<R>(q: Sql): Promise<QueryResult<R>> {
+          if (begun) return inner.query<R>(q);
+          begun = true;
+          if ((q.values?.length ?? 0) === 0 && q.name === undefined) {
+            try {
+              const results = (await client.query(`BEGIN; ${q.text}`)) as unknown as pg.QueryResult[];
+              const last = results[results.length - 1]!;
+              return { rows: last.rows as R[], rowCount: last.rowCount ?? 0 };
+            } catch (err) {
+              throw translateDbError(err);
+            }
+          }
+          await inner.query({ text: 'BEGIN' });
+          return inner.query<R>(q);
+        },
+      };
       try {
-        await client.query('BEGIN');
-        const result = await fn(asQueryable(client));
-        await client.query('COMMIT');
+        const result = await fn(tx);
+        if (begun) await client.query('COMMIT');
         return result;
       } catch (err) {
-        try {
-          await client.query('ROLLBACK');
-        } catch {
-          broken = true; // connection is gone; do not return it to the pool
+        if (begun) {
+          try {
+            await client.query('ROLLBACK');
+          } catch {
+            broken = true; // connection is gone; do not return it to the pool
+          }
         }
         throw translateDbError(err);
       } finally {

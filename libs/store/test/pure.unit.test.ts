@@ -73,3 +73,26 @@ describe('SQLSTATE translation', () => {
     expect(translateDbError(err)).toBe(err);
   });
 });
+
+describe('inbox insert rendering', async () => {
+  const { insertInbox } = await import('../src/sql/inbox.js');
+  const id = '01934b7e-0000-7000-8000-000000000001';
+  const hash = `sha256:${'ab'.repeat(32)}`;
+
+  it('inlines only closed, validated shapes so BEGIN can travel with it', () => {
+    const q = insertInbox('turn-worker', id, hash, 'task.runnable', 'applied');
+    expect(q.values ?? []).toEqual([]);
+    expect(q.text).toContain(`'${id}'::uuid`);
+  });
+
+  it.each([
+    ['a quote in the consumer', "x'; DROP TABLE tasks; --", id, hash, 'task.runnable'],
+    ['a non-uuid id', 'gate', "1' OR '1'='1", hash, 'task.runnable'],
+    ['a free-form hash', 'gate', id, "sha256:zz'", 'task.runnable'],
+    ['an odd type', 'gate', id, hash, "task.runnable'"],
+  ])('falls back to bind parameters for %s', (_label, consumer, messageId, payloadHash, type) => {
+    const q = insertInbox(consumer, messageId, payloadHash, type, 'applied');
+    expect(q.values).toEqual([consumer, messageId, payloadHash, type, 'applied']);
+    expect(q.text).not.toContain(messageId);
+  });
+});
