@@ -5,7 +5,8 @@ export interface Invocation {
   command: string;
   positionals: string[];
   json: boolean;
-  flags: Record<string, string | boolean | undefined>;
+  /** `--service NAME` (repeatable): which services `start` runs; none = all. */
+  services: string[];
 }
 
 export class UsageError extends Error {}
@@ -20,11 +21,12 @@ export function parseInvocation(argv: readonly string[]): Invocation {
       options: {
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
+        service: { type: 'string', multiple: true },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const [command = 'help', ...positionals] = parsed.positionals;
-  return { command: parsed.values.help ? 'help' : command, positionals, json: parsed.values.json ?? false, flags: parsed.values };
+  return { command: parsed.values.help ? 'help' : command, positionals, json: parsed.values.json ?? false, services: parsed.values.service ?? [] };
 }

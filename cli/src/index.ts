@@ -1,2 +1,3 @@
 export { parseInvocation, UsageError } from './args.js';
 export { runMigrate } from './migrate.js';
+export { FLEET_SERVICES, runStart, selectServices } from './start.js';

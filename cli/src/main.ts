@@ -11,7 +11,8 @@ const HELP = `everdict — durable runtime for LLM agents
 usage: everdict <command> [--json]
 
 commands:
-  start       run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT
+  start [--service NAME]…
+              run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT
   migrate     apply database migrations (needs DATABASE_URL)
   help        this text
 
@@ -30,7 +31,7 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(`${HELP}\n`);
       return 0;
     case 'start':
-      await runStart();
+      await runStart(inv.services);
       return 0;
     case 'migrate':
       await runMigrate({ databaseUrl: requireEnv('DATABASE_URL'), json: inv.json });

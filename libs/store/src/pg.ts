@@ -79,7 +79,14 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       };
       try {
         const result = await fn(tx);
-        if (begun) await client.query('COMMIT');
+        if (begun) {
+          // A COMMIT after a failed statement that the callback swallowed is answered with
+          // ROLLBACK: report it, never a silent success.
+          const done = await client.query('COMMIT');
+          if (done.command === 'ROLLBACK') {
+            throw Object.assign(new Error('transaction was aborted by an earlier failed statement and rolled back'), { code: '25P02' });
+          }
+        }
         return result;
       } catch (err) {
         if (begun) {
