@@ -5,13 +5,21 @@
  *                 make the orchestrator restart every worker)
  *   GET /readyz   200 when started and every readiness check passes; otherwise 503 with a JSON
  *                 body naming the failing checks; 503 for good once shutdown began
- * Anything else is 404 (405 for a known path with a method other than GET/HEAD).
+ * Anything else is offered to the mounted route handlers in order (a service's JSON API shares
+ * the port, see `RouteHandler`); what none of them takes is 404 (405 for a known health path
+ * with a method other than GET/HEAD). The health paths always win over mounted routes.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ReadinessChecks } from './readiness.js';
+
+/**
+ * A mounted route handler: answers the request and resolves true, or resolves false without
+ * touching `res` when the request is not one of its routes. A throw becomes a 500.
+ */
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
 
 export interface HttpServerOptions {
   /** TCP port; 0 picks a free one (read it back from the handle). */
@@ -21,6 +29,11 @@ export interface HttpServerOptions {
   registry: Registry;
   readiness: ReadinessChecks;
   logger?: Logger;
+  /**
+   * Route handlers consulted, in order, for any path that is not a health path. Read on every
+   * request, so handlers added to the array after the server started are served (default none).
+   */
+  routes?: readonly RouteHandler[];
 }
 
 export interface HttpServerHandle {
@@ -37,7 +50,7 @@ const CLOSE_GRACE_MS = 500;
 export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServerHandle> {
   const server = createServer((req, res) => {
     handle(req, res, opts).catch((err: unknown) => {
-      opts.logger?.error({ err, path: pathOf(req) }, 'health endpoint failed');
+      opts.logger?.error({ err, path: pathOf(req) }, 'http handler failed');
       if (!res.headersSent) send(res, 500, 'application/json', JSON.stringify({ error: 'internal' }));
       else res.destroy();
     });
@@ -72,6 +85,9 @@ const ROUTES = new Set(['/metrics', '/livez', '/readyz']);
 async function handle(req: IncomingMessage, res: ServerResponse, opts: HttpServerOptions): Promise<void> {
   const path = pathOf(req);
   if (!ROUTES.has(path)) {
+    for (const route of opts.routes ?? []) {
+      if (await route(req, res)) return;
+    }
     send(res, 404, 'application/json', JSON.stringify({ error: 'not_found' }));
     return;
   }

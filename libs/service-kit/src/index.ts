@@ -14,3 +14,4 @@ export * from './shutdown.js';
 export * from './http.js';
 export * from './service.js';
 export { redactUrlCredentials, scrubSecrets, isSecretKey, isContentKey, CENSORED, OMITTED } from './secrets.js';
+export * from './fleetConfig.js';

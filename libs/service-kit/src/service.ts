@@ -16,7 +16,7 @@
  */
 import type { Logger } from 'pino';
 import { loadEnvConfig, type EnvConfig, type EnvSpec, type EnvValues, ConfigError } from './config.js';
-import { startHttpServer, type HttpServerHandle } from './http.js';
+import { startHttpServer, type HttpServerHandle, type RouteHandler } from './http.js';
 import { createLogger } from './logger.js';
 import { createMetrics, type EverdictMetrics } from './metrics.js';
 import { ReadinessChecks, type ReadinessCheck } from './readiness.js';
@@ -35,6 +35,11 @@ export interface ServiceContext<S extends EnvSpec = NoExtra> {
   onShutdown(name: string, fn: ShutdownHook): void;
   /** Aborted when shutdown begins: loops stop taking new work. */
   readonly signal: AbortSignal;
+  /**
+   * Mounts a service's HTTP routes on the process's server (same PORT as /metrics); handlers
+   * are consulted in the order added, after the health paths.
+   */
+  addRoutes(handler: RouteHandler): void;
 }
 
 export interface RunServiceOptions<S extends EnvSpec = NoExtra> {
@@ -89,7 +94,8 @@ export async function runService<S extends EnvSpec = NoExtra>(opts: RunServiceOp
   const deadlineMs = opts.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS;
   const signals = opts.signals ?? ['SIGTERM', 'SIGINT'];
 
-  const http: HttpServerHandle = await startHttpServer({ port: opts.port ?? config.port, registry: metrics.registry, readiness, logger });
+  const routes: RouteHandler[] = [];
+  const http: HttpServerHandle = await startHttpServer({ port: opts.port ?? config.port, registry: metrics.registry, readiness, logger, routes });
   logger.info({ port: http.port }, 'health and metrics listening');
 
   let draining: Promise<void> | undefined;
@@ -155,6 +161,9 @@ export async function runService<S extends EnvSpec = NoExtra>(opts: RunServiceOp
     addReadinessCheck: (name, check) => readiness.add(name, check),
     onShutdown: (name, fn) => hooks.add(name, fn),
     signal: aborter.signal,
+    addRoutes: (handler) => {
+      routes.push(handler);
+    },
   };
 
   try {

@@ -4,6 +4,7 @@
 
 export type { ActionDocument, ToolCallAction } from "./action-document.js";
 export type { EffectConnectorName, EffectOperationName, EffectPacket, EffectOperation, EffectTarget, EffectParams, EffectExpectedCounts, EffectCheck, EffectReadCall, EffectRevert, EffectVerdict } from "./effect-packet.js";
+export type { FleetName, FleetToolName, FleetConfig, FleetRoute, FleetTool, FleetProfile, FleetBudget, FleetCompaction, FleetCaseType, FleetScope, FleetConnector, FleetOperation, FleetPrincipal, FleetGatePolicy, FleetGateDecision, FleetRuntime, FleetBackoff, FleetVersionPolicy } from "./fleet-config.js";
 export type { MessageEnvelope, MessageLineage, MessageSender } from "./message-envelope.js";
 export type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 export type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
@@ -13,6 +14,7 @@ export type { QuestionAnsweredV1 } from "./payloads/question.answered.v1.js";
 export type { TaskCancelV1 } from "./payloads/task.cancel.v1.js";
 export type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
 export type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
+export type { RuntimeStateId, RuntimeStateHash, RuntimeStatePaper, RuntimeStateVersions, RuntimeStateContext, RuntimeStateEnvelope, RuntimeStateScope, RuntimeStateBudget, RuntimeStateMode, RuntimeStateRun, RuntimeStateMessage, RuntimeStateToolCall, RuntimeStateTodo, RuntimeStatePlan, RuntimeStatePlanStep, RuntimeStateWait, RuntimeStateQuestion, RuntimeStateChild, RuntimeStateUsage, RuntimeStateSettlement, RuntimeStatePending, RuntimeStatePaperHead, RuntimeStateDecision, RuntimeStateSummaryRef } from "./runtime-state.js";
 import type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 import type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
 import type { GateRequestedV1 } from "./payloads/gate.requested.v1.js";
@@ -65,6 +67,7 @@ export const ENVELOPE_SCHEMA_FILE = "message-envelope.schema.json";
 export const SCHEMA_FILES = [
   "action-document.schema.json",
   "effect-packet.schema.json",
+  "fleet-config.schema.json",
   "message-envelope.schema.json",
   "payloads/effect.outcome.v1.schema.json",
   "payloads/gate.decided.v1.schema.json",
@@ -74,4 +77,5 @@ export const SCHEMA_FILES = [
   "payloads/task.cancel.v1.schema.json",
   "payloads/task.finished.v1.schema.json",
   "payloads/task.runnable.v1.schema.json",
+  "runtime-state.schema.json",
 ] as const;

@@ -1,0 +1,258 @@
+/**
+ * The durable call journal and checkpoints (seed 004 §2.1–§2.2), as functions over a unit of
+ * work (writes) or any Queryable (reads). Added for the turn-worker (issue 4) without changing
+ * the UnitOfWork class: every write here first asserts the caller's fence with
+ * `uow.requireFence`, so a stale worker can neither journal nor checkpoint.
+ *
+ * Invariants:
+ * - a request or response is stored as paper bytes whose content hash is recorded next to the
+ *   call; reading a call back re-verifies the bytes, so a tampered or truncated paper surfaces
+ *   as `PaperCorrupt` / `PaperMissing`, never as a plausible answer;
+ * - (task, turn, ordinal) is unique and the first intent wins; a settled call is never
+ *   overwritten (except a failed model call, which produced no response);
+ * - a checkpoint names the state paper and the hash that verifies its bytes.
+ */
+import { newId, sha256Hex } from '@everdict/contracts';
+import type { Queryable } from './db.js';
+import { PaperCorrupt, PaperMissing, StaleFence } from './errors.js';
+import type { Store } from './store.js';
+import { checkpointExists, selectCheckpointTurns, selectLatestCheckpoint, selectRestorePoint } from './sql/checkpoints.js';
+import type { CheckpointRow, RestoreRow } from './sql/checkpoints.js';
+import { LEDGER_GENESIS, ledgerRecordHash } from './ledgerHash.js';
+import { lockLedgerHead } from './sql/ledger.js';
+import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
+import type { CallCompletion, ChainedLedgerRow, CheckpointWrite, JournalRow, JournalWriteItem, JournalWriteResult, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
+import type { FenceToken, LedgerAppend, LedgerAppended, UnitOfWork } from './unitOfWork.js';
+
+export type { CallCompletion, CheckpointWrite, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
+
+/** `sha256:` of exact bytes: the content hash papers carry. */
+export function contentHash(bytes: Uint8Array): string {
+  return `sha256:${sha256Hex(bytes)}`;
+}
+
+/** A new paper (first revision) with a fresh id and the hash of its bytes. */
+export function newPaper(p: { kind: string; name: string; schemaId: string; bytes: Buffer }): NewPaper {
+  return { id: newId(), kind: p.kind, name: p.name, schemaId: p.schemaId, contentHash: contentHash(p.bytes), bytes: p.bytes };
+}
+
+/** A call as stored, with verified request/response bytes. */
+export interface StoredCall {
+  readonly id: string;
+  readonly turn: number;
+  readonly ordinal: number;
+  readonly kind: JournalRow['kind'];
+  readonly toolName: string | null;
+  readonly status: string;
+  readonly fenceEpoch: number;
+  readonly requestHash: string | null;
+  readonly responseHash: string | null;
+  readonly route: string | null;
+  readonly versions: unknown;
+  readonly request: Buffer | null;
+  readonly response: Buffer | null;
+  readonly completedAt: Date | null;
+}
+
+function verified(what: string, callId: string, bytes: Buffer | null, paperHash: string | null, recorded: string | null): Buffer | null {
+  if (recorded === null) return null;
+  if (bytes === null) throw new PaperMissing(`${what} of call ${callId}`);
+  const actual = contentHash(bytes);
+  if (actual !== recorded || (paperHash !== null && paperHash !== recorded)) throw new PaperCorrupt(`${what} of call ${callId}`, recorded, actual);
+  return bytes;
+}
+
+/** Every call of one turn, ordered by ordinal; throws PaperMissing/PaperCorrupt on bad bytes. */
+export async function loadTurnCalls(db: Queryable, taskId: string, turn: number): Promise<StoredCall[]> {
+  const { rows } = await db.query<JournalRow>(selectTurnCalls(taskId, turn));
+  return rows.map((r) => ({
+    id: r.id,
+    turn: r.turn,
+    ordinal: r.ordinal,
+    kind: r.kind,
+    toolName: r.tool_name,
+    status: r.status,
+    fenceEpoch: r.fence_epoch,
+    requestHash: r.request_hash,
+    responseHash: r.response_hash,
+    route: r.route,
+    versions: r.versions,
+    request: verified('request', r.id, r.request_bytes, r.request_content_hash, r.request_hash),
+    response: verified('response', r.id, r.response_bytes, r.response_content_hash, r.response_hash),
+    completedAt: r.completed_at,
+  }));
+}
+
+/** The journal of a task without bytes (operators, tests). */
+export async function listTaskCalls(db: Queryable, taskId: string): Promise<Record<string, unknown>[]> {
+  return (await db.query<Record<string, unknown>>(selectTaskCalls(taskId))).rows;
+}
+
+export interface TurnWrite {
+  readonly papers: readonly NewPaper[];
+  readonly completions: readonly CallCompletion[];
+  readonly intents: readonly NewCallIntent[];
+  readonly checkpoint: CheckpointWrite | null;
+  readonly ledger: LedgerAppend | null;
+  /**
+   * Releases the lease with the write (done, failed, cancelled, parked, open). Nothing fenced can
+   * follow it in the same unit of work: the fence is gone once it applied. Default: none.
+   */
+  readonly transition?: TransitionWrite | null;
+  /** Outbox rows enqueued under the same fence (the relay is notified at COMMIT). Default: none. */
+  readonly outbox?: readonly OutboxWrite[];
+}
+
+/** A case's ledger head as last seen (seq and hash of its newest record). */
+export interface LedgerHead {
+  readonly seq: number;
+  readonly hash: string;
+}
+
+export interface TurnWritten {
+  readonly completed: number;
+  readonly inserted: number;
+  readonly cancelRequested: 'hard' | 'soft' | null;
+  /** The task's row version under the fence lock (stamped on plan revisions). */
+  readonly rowVersion: number;
+  readonly ledger: LedgerAppended | null;
+  /** The case's ledger head after this write (null when no record was appended). */
+  readonly head: LedgerHead | null;
+}
+
+/** The next record of a case's chain after `head`: the chain rules of UnitOfWork.appendLedger. */
+export function chainAfter(caseId: string, head: LedgerHead | undefined | null, rec: LedgerAppend): ChainedLedgerRow {
+  const seq = (head?.seq ?? 0) + 1;
+  const prevHash = head?.hash ?? LEDGER_GENESIS;
+  const recordId = rec.recordId ?? newId();
+  const createdAt = new Date().toISOString();
+  const body = rec.body ?? {};
+  return { seq, recordId, kind: rec.kind, body, prevHash, createdAt, hash: ledgerRecordHash({ caseId, seq, recordId, kind: rec.kind, body, prevHash, createdAt }) };
+}
+
+export function turnWritten(r: JournalWriteResult, chained: ChainedLedgerRow | null): TurnWritten {
+  return {
+    completed: r.completed,
+    inserted: r.inserted,
+    cancelRequested: r.cancel_requested,
+    rowVersion: r.row_version ?? 0,
+    ledger: chained === null ? null : { recordId: chained.recordId, seq: chained.seq, hash: chained.hash },
+    head: chained === null ? null : { seq: chained.seq, hash: chained.hash },
+  };
+}
+
+/** One task's write as the statement's item. */
+export function journalItem(token: FenceToken, caseId: string, w: TurnWrite, chained: ChainedLedgerRow | null): JournalWriteItem {
+  return {
+    taskId: token.taskId,
+    caseId,
+    owner: token.owner,
+    epoch: token.epoch,
+    papers: w.papers,
+    completions: w.completions,
+    intents: w.intents,
+    checkpoint: w.checkpoint,
+    ledger: chained,
+    transition: w.transition ?? null,
+    outbox: w.outbox ?? [],
+  };
+}
+
+/**
+ * Writes a turn's journal, checkpoint and ledger record inside a unit of work: the case's ledger
+ * head is locked first (so the chained append cannot conflict), then one fenced statement
+ * writes everything. StaleFence (counted) when the fence no longer holds.
+ */
+export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: string, w: TurnWrite): Promise<TurnWritten> {
+  let chained: ChainedLedgerRow | null = null;
+  if (w.ledger !== null) {
+    const head = (await uow.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
+    chained = chainAfter(caseId, head, w.ledger);
+  }
+  const r = (await uow.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  if (!r.fenced) {
+    await uow.requireFence(token, 'write_journal'); // throws StaleFence and counts it
+    throw new StaleFence(token.taskId, token.epoch, 'write_journal');
+  }
+  if (!r.applied) throw new Error(`ledger head of case ${caseId} moved under its lock`);
+  return turnWritten(r, chained);
+}
+
+/**
+ * The same write as ONE statement, without an explicit transaction: the statement is its own
+ * unit of work, fenced by its own WHERE clause. A ledger record is chained after `head` (what
+ * this worker last appended to the case) by compare-and-set; if the head moved meanwhile (or
+ * is unknown) the statement writes nothing and the write is redone in a unit of work under the
+ * head lock.
+ */
+export async function writeTurnAlone(store: Store, token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+  if (w.ledger !== null && head === null) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
+  const chained = w.ledger === null ? null : chainAfter(caseId, head, w.ledger);
+  const r = (await store.db.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  if (!r.fenced) {
+    store.metrics.staleFence('write_journal');
+    throw new StaleFence(token.taskId, token.epoch, 'write_journal');
+  }
+  if (!r.applied) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
+  return turnWritten(r, chained);
+}
+
+/** Replaces the request of an unanswered model intent by the one actually sent; false if it had an answer. */
+export async function supersedeIntent(uow: UnitOfWork, token: FenceToken, caseId: string, callId: string, request: NewPaper, route: string | null, versions: unknown): Promise<boolean> {
+  await uow.requireFence(token, 'supersede_intent');
+  await uow.query(insertPapers(caseId, [request]));
+  return (await uow.query(supersedeModelIntent(callId, token.taskId, request.id, request.contentHash, route, versions))).rows.length === 1;
+}
+
+/** Stores papers (result offloads, derived documents) in the unit of work. */
+export async function writePapers(uow: UnitOfWork, caseId: string, papers: readonly NewPaper[]): Promise<void> {
+  if (papers.length > 0) await uow.query(insertPapers(caseId, papers));
+}
+
+export interface RestoredCheckpoint {
+  readonly turn: number;
+  readonly statePaperId: string;
+  readonly stateHash: string;
+  readonly contextHash: string | null;
+  readonly versions: unknown;
+  readonly fenceEpoch: number;
+  readonly bytes: Buffer;
+}
+
+/**
+ * The latest checkpoint of a task with verified state bytes, or null when the task has none.
+ * A checkpoint whose paper is gone throws PaperMissing; bytes that do not hash to the recorded
+ * state hash (truncated, edited) throw PaperCorrupt. The caller parks; it never guesses.
+ */
+export async function loadLatestCheckpoint(db: Queryable, taskId: string): Promise<RestoredCheckpoint | null> {
+  const r = (await db.query<CheckpointRow>(selectLatestCheckpoint(taskId))).rows[0];
+  if (!r) return null;
+  if (r.bytes === null) throw new PaperMissing(r.state_paper_id);
+  const actual = contentHash(r.bytes);
+  if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id, r.state_hash, actual);
+  return { turn: r.turn, statePaperId: r.state_paper_id, stateHash: r.state_hash, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch, bytes: r.bytes };
+}
+
+/** The restore point of a task: its latest checkpoint (verified, or null), case type and ledger head. */
+export async function loadRestorePoint(db: Queryable, taskId: string, caseId: string): Promise<{ checkpoint: RestoredCheckpoint | null; caseType: string; head: LedgerHead | null }> {
+  const r = (await db.query<RestoreRow>(selectRestorePoint(taskId, caseId))).rows[0];
+  if (!r) throw new PaperMissing(`case ${caseId}`);
+  const head = r.head_seq === null || r.head_hash === null ? null : { seq: r.head_seq, hash: r.head_hash };
+  if (r.turn === null) return { checkpoint: null, caseType: r.case_type, head };
+  if (r.bytes === null) throw new PaperMissing(r.state_paper_id!);
+  const actual = contentHash(r.bytes);
+  if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id!, r.state_hash!, actual);
+  return {
+    checkpoint: { turn: r.turn, statePaperId: r.state_paper_id!, stateHash: r.state_hash!, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch!, bytes: r.bytes },
+    caseType: r.case_type,
+    head,
+  };
+}
+
+export async function hasCheckpoint(db: Queryable, taskId: string, turn: number): Promise<boolean> {
+  return (await db.query(checkpointExists(taskId, turn))).rows.length > 0;
+}
+
+export async function listCheckpointTurns(db: Queryable, taskId: string): Promise<{ turn: number; fence_epoch: number; state_hash: string }[]> {
+  return (await db.query<{ turn: number; fence_epoch: number; state_hash: string }>(selectCheckpointTurns(taskId))).rows;
+}

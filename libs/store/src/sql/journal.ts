@@ -1,0 +1,355 @@
+/**
+ * RUNTIME_CALLS statements for the durable turn (seed 004 §2.1). One row per model or tool call,
+ * unique per task + turn + ordinal (ordinal 0 is the model call), its id allocated before
+ * dispatch. Request and response bytes live in papers (content-addressed, immutable revisions);
+ * the row keeps their ids and hashes.
+ *
+ * Hot-path statements write a batch of papers and the call rows that reference them in ONE
+ * statement (data-modifying CTEs), so a turn's commits stay a handful of round trips. Foreign
+ * keys are checked at the end of the statement, when the papers of the same statement exist.
+ */
+import { isUtf8 } from 'node:buffer';
+import type { Sql } from '../db.js';
+import { OUTBOX_CHANNEL } from './outbox.js';
+
+/** One paper written as its first (and only) revision. Names are unique per case. */
+export interface NewPaper {
+  readonly id: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly schemaId: string;
+  readonly contentHash: string;
+  readonly bytes: Buffer;
+}
+
+export interface NewCallIntent {
+  readonly id: string;
+  readonly turn: number;
+  readonly ordinal: number;
+  readonly kind: 'model' | 'read' | 'control' | 'effect';
+  readonly toolName: string | null;
+  readonly requestPaperId: string;
+  readonly requestHash: string;
+  readonly route: string | null;
+  readonly versions: unknown;
+}
+
+export interface CallCompletion {
+  readonly id: string;
+  readonly status: 'completed' | 'failed' | 'unknown' | 'refused' | 'shadowed';
+  readonly responsePaperId: string;
+  readonly responseHash: string;
+  /** The route that served a model call (a swapped route is visible per call); null for tools. */
+  readonly route: string | null;
+  readonly outcomeClass: string | null;
+}
+
+/** CTE fragments inserting `papers` as first revisions; parameters $1..$6 are the paper columns. */
+function paperCtes(caseParam: string): string {
+  return `p_ins AS (
+              INSERT INTO papers (id, case_id, kind, name, head_revision)
+              SELECT x.id, ${caseParam}, x.kind, x.name, 1
+                FROM unnest($1::uuid[], $2::text[], $3::text[]) AS x(id, kind, name)
+              RETURNING id
+            ),
+            r_ins AS (
+              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes)
+              SELECT x.id, 1, x.schema_id, x.hash, octet_length(x.bytes), x.bytes
+                FROM unnest($1::uuid[], $4::text[], $5::text[], $6::bytea[]) AS x(id, schema_id, hash, bytes)
+              RETURNING paper_id
+            )`;
+}
+
+function paperValues(papers: readonly NewPaper[]): unknown[] {
+  return [papers.map((p) => p.id), papers.map((p) => p.kind), papers.map((p) => p.name), papers.map((p) => p.schemaId), papers.map((p) => p.contentHash), papers.map((p) => p.bytes)];
+}
+
+/** Bytes known to be UTF-8 text (canonical JSON), as a string; anything else is refused. */
+function utf8Text(bytes: Buffer, what: string): string {
+  if (!isUtf8(bytes)) throw new Error(`journal bytes of ${what} are not UTF-8 text`);
+  return bytes.toString('utf8');
+}
+
+/** Papers only (result offloads, derived documents), in one statement. */
+export function insertPapers(caseId: string, papers: readonly NewPaper[]): Sql {
+  return {
+    name: 'ev_insert_papers',
+    text: `WITH ${paperCtes('$7::uuid')} SELECT count(*)::int AS n FROM r_ins`,
+    values: [...paperValues(papers), caseId],
+  };
+}
+
+export interface CheckpointWrite {
+  readonly turn: number;
+  readonly statePaperId: string;
+  readonly stateHash: string;
+  readonly contextHash: string | null;
+  readonly versions: unknown;
+}
+
+/** A ledger record already chained to the locked head (seq, prevHash and hash computed). */
+export interface ChainedLedgerRow {
+  readonly seq: number;
+  readonly recordId: string;
+  readonly kind: string;
+  readonly body: unknown;
+  readonly prevHash: string;
+  readonly hash: string;
+  readonly createdAt: string;
+}
+
+/** A transition out of the lease, written with the turn (done, failed, cancelled, parked, open). */
+export interface TransitionWrite {
+  readonly state: 'done' | 'failed' | 'cancelled' | 'parked' | 'open';
+  readonly parkReason: string | null;
+  readonly parkDetail: unknown;
+  /** Backoff timer of a provider/connector park, in ms (null: none). */
+  readonly wakeAfterMs: number | null;
+}
+
+/** An outbox row written with the turn (the envelope's exact bytes, UTF-8 JSON). */
+export interface OutboxWrite {
+  readonly messageId: string;
+  readonly type: string;
+  readonly routingKey: string;
+  readonly body: Buffer;
+}
+
+export interface JournalWrite {
+  readonly papers: readonly NewPaper[];
+  /** Outcomes of open calls (response papers among `papers`). */
+  readonly completions: readonly CallCompletion[];
+  /** New intents (request papers among `papers`); an existing journal key keeps its first intent. */
+  readonly intents: readonly NewCallIntent[];
+  readonly checkpoint: CheckpointWrite | null;
+  readonly ledger: ChainedLedgerRow | null;
+  /** Releases the lease into this state (null: the task keeps running). */
+  readonly transition: TransitionWrite | null;
+  readonly outbox: readonly OutboxWrite[];
+}
+
+/** One task's part of a journal write: the task's fence, its case, and what to write. */
+export interface JournalWriteItem extends JournalWrite {
+  readonly taskId: string;
+  readonly caseId: string;
+  readonly owner: string;
+  readonly epoch: number;
+}
+
+export interface JournalWriteResult {
+  idx: number;
+  /** The task row was locked at the named owner and epoch. */
+  fenced: boolean;
+  /** The writes were applied (fenced, and the ledger compare-and-set held). */
+  applied: boolean;
+  completed: number;
+  inserted: number;
+  cancel_requested: 'hard' | 'soft' | null;
+  row_version: number | null;
+}
+
+/**
+ * What turn commits write to the journal — papers, call outcomes, call intents, checkpoint rows
+ * and each case's next ledger record with its head — for ONE OR MANY tasks in ONE statement
+ * (group commit: a worker writes the commits of all its running tasks that are due together).
+ *
+ * Every task's part is fenced on its own: `f` locks the task rows still held by the named owner
+ * at the named epoch (the predicate of UnitOfWork.requireFence, in task-id order), and each part
+ * is written only if its task is in `f` — a stale worker's part writes nothing and the others
+ * are unaffected. A ledger record is appended by compare-and-set on its case's head
+ * (`seq = expected - 1`); a part whose head moved writes nothing and is redone under the head
+ * lock. At most one ledger record per case per statement (the caller guarantees it). Outcomes
+ * never overwrite a settled call (except a failed model call, which produced no response);
+ * intents never replace an existing one. A part may also release its lease (a transition) and
+ * enqueue outbox rows; the relay is notified at COMMIT, as UnitOfWork.enqueue does.
+ *
+ * Paper and outbox bytes travel as UTF-8 text (`convert_to`), not as hex-escaped bytea: journal
+ * papers and envelopes are canonical JSON, and the text form is half the size to send.
+ */
+export function writeJournals(items: readonly JournalWriteItem[]): Sql {
+  // One JSON parameter carries the whole batch: the driver's native JSON.stringify escapes it
+  // far cheaper than element-by-element array literals; parsed once (jsonb), then unpacked.
+  const batch = {
+    t: items.map((it, idx) => ({ idx, task_id: it.taskId, owner: it.owner, epoch: it.epoch, case_id: it.caseId })),
+    l: items.flatMap((it, idx) => (it.ledger ? [{ idx, seq: it.ledger.seq, record_id: it.ledger.recordId, kind: it.ledger.kind, body: it.ledger.body ?? {}, prev_hash: it.ledger.prevHash, hash: it.ledger.hash, created_at: it.ledger.createdAt }] : [])),
+    p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, content: utf8Text(p.bytes, p.name) }))),
+    d: items.flatMap((it, idx) => it.completions.map((d) => ({ idx, id: d.id, status: d.status, paper_id: d.responsePaperId, response_hash: d.responseHash, route: d.route, outcome_class: d.outcomeClass }))),
+    i: items.flatMap((it, idx) =>
+      it.intents.map((c) => ({ idx, id: c.id, turn: c.turn, ordinal: c.ordinal, kind: c.kind, tool_name: c.toolName, paper_id: c.requestPaperId, request_hash: c.requestHash, route: c.route, versions: c.versions ?? {} })),
+    ),
+    k: items.flatMap((it, idx) => (it.checkpoint ? [{ idx, turn: it.checkpoint.turn, paper_id: it.checkpoint.statePaperId, state_hash: it.checkpoint.stateHash, context_hash: it.checkpoint.contextHash, versions: it.checkpoint.versions ?? {} }] : [])),
+    x: items.flatMap((it, idx) => (it.transition ? [{ idx, state: it.transition.state, park_reason: it.transition.parkReason, park_detail: it.transition.parkDetail ?? null, wake_ms: it.transition.wakeAfterMs }] : [])),
+    o: items.flatMap((it, idx) => it.outbox.map((o) => ({ idx, message_id: o.messageId, type: o.type, routing_key: o.routingKey, body: utf8Text(o.body, o.messageId) }))),
+  };
+  return {
+    name: 'ev_write_journals_v4',
+    text: `WITH b AS (SELECT $1::jsonb AS j),
+            t AS (
+              SELECT x.* FROM b, jsonb_to_recordset(b.j->'t') AS x(idx int, task_id uuid, owner text, epoch bigint, case_id uuid)
+            ),
+            f AS (
+              SELECT t.idx, k.row_version, k.cancel_requested
+                FROM t JOIN tasks k ON k.id = t.task_id AND k.lease_owner = t.owner AND k.fence_epoch = t.epoch
+               ORDER BY k.id
+                 FOR NO KEY UPDATE OF k
+            ),
+            lg AS (
+              SELECT x.* FROM b, jsonb_to_recordset(b.j->'l')
+                     AS x(idx int, seq bigint, record_id uuid, kind text, body jsonb, prev_hash text, hash text, created_at timestamptz)
+            ),
+            h_upd AS (
+              INSERT INTO ledger_heads (case_id, seq, hash)
+              SELECT t.case_id, lg.seq, lg.hash FROM lg JOIN f USING (idx) JOIN t USING (idx) ORDER BY t.case_id
+              ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
+               WHERE ledger_heads.seq = EXCLUDED.seq - 1
+              RETURNING case_id
+            ),
+            go AS (
+              SELECT f.idx FROM f WHERE NOT EXISTS (SELECT 1 FROM lg WHERE lg.idx = f.idx)
+              UNION ALL
+              SELECT lg.idx FROM lg JOIN t USING (idx) JOIN h_upd ON h_upd.case_id = t.case_id
+            ),
+            pp AS (
+              SELECT x.* FROM b, jsonb_to_recordset(b.j->'p') AS x(idx int, id uuid, kind text, name text, schema_id text, hash text, content text)
+            ),
+            p_ins AS (
+              INSERT INTO papers (id, case_id, kind, name, head_revision)
+              SELECT pp.id, t.case_id, pp.kind, pp.name, 1 FROM pp JOIN go USING (idx) JOIN t USING (idx)
+              RETURNING id
+            ),
+            r_ins AS (
+              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes)
+              SELECT x.id, 1, x.schema_id, x.hash, octet_length(x.bytes), x.bytes
+                FROM (SELECT pp.idx, pp.id, pp.schema_id, pp.hash, convert_to(pp.content, 'UTF8') AS bytes FROM pp) x JOIN go USING (idx)
+              RETURNING paper_id
+            ),
+            c_upd AS (
+              UPDATE runtime_calls c
+                 SET status = y.status, response_paper_id = y.paper_id, response_hash = y.response_hash,
+                     route = COALESCE(y.route, c.route), outcome_class = y.outcome_class, completed_at = now()
+                FROM (SELECT x.*, t.task_id
+                        FROM b, jsonb_to_recordset(b.j->'d') AS x(idx int, id uuid, status text, paper_id uuid, response_hash text, route text, outcome_class text)
+                        JOIN go USING (idx) JOIN t USING (idx)) y
+               WHERE c.id = y.id AND c.task_id = y.task_id
+                 AND (c.status = 'intent' OR (c.kind = 'model' AND c.status = 'failed'))
+              RETURNING y.idx
+            ),
+            c_ins AS (
+              INSERT INTO runtime_calls (id, task_id, turn, ordinal, kind, tool_name, status, fence_epoch, request_paper_id, request_hash, route, versions)
+              SELECT x.id, t.task_id, x.turn, x.ordinal, x.kind, x.tool_name, 'intent', t.epoch, x.paper_id, x.request_hash, x.route, x.versions
+                FROM b, jsonb_to_recordset(b.j->'i')
+                     AS x(idx int, id uuid, turn int, ordinal int, kind text, tool_name text, paper_id uuid, request_hash text, route text, versions jsonb)
+                JOIN go USING (idx) JOIN t USING (idx)
+              ON CONFLICT (task_id, turn, ordinal) DO NOTHING
+              RETURNING task_id
+            ),
+            k_ins AS (
+              INSERT INTO turn_checkpoints (task_id, turn, state_paper_id, state_hash, context_hash, fence_epoch, versions)
+              SELECT t.task_id, x.turn, x.paper_id, x.state_hash, x.context_hash, t.epoch, x.versions
+                FROM b, jsonb_to_recordset(b.j->'k') AS x(idx int, turn int, paper_id uuid, state_hash text, context_hash text, versions jsonb)
+                JOIN go USING (idx) JOIN t USING (idx)
+              RETURNING task_id
+            ),
+            l_ins AS (
+              INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
+              SELECT t.case_id, lg.seq, lg.record_id, lg.kind, lg.body, lg.prev_hash, lg.hash, lg.created_at
+                FROM lg JOIN t USING (idx) JOIN h_upd ON h_upd.case_id = t.case_id
+              RETURNING seq
+            ),
+            tr_upd AS (
+              UPDATE tasks k
+                 SET state = y.state, park_reason = y.park_reason, park_detail = y.park_detail,
+                     parked_at = CASE WHEN y.state = 'parked' THEN now() ELSE NULL END,
+                     wake_at = CASE WHEN y.wake_ms IS NULL THEN NULL ELSE now() + make_interval(secs => y.wake_ms / 1000) END,
+                     lease_owner = NULL, lease_until = NULL, row_version = k.row_version + 1, updated_at = now()
+                FROM (SELECT x.*, t.task_id
+                        FROM b, jsonb_to_recordset(b.j->'x') AS x(idx int, state text, park_reason text, park_detail jsonb, wake_ms float8)
+                        JOIN go USING (idx) JOIN t USING (idx)) y
+               WHERE k.id = y.task_id
+              RETURNING y.idx
+            ),
+            o_ins AS (
+              INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body)
+              SELECT x.message_id, x.type, x.routing_key, t.case_id, convert_to(x.body, 'UTF8')
+                FROM b, jsonb_to_recordset(b.j->'o') AS x(idx int, message_id uuid, type text, routing_key text, body text)
+                JOIN go USING (idx) JOIN t USING (idx)
+              RETURNING seq
+            ),
+            notified AS (
+              SELECT pg_notify('${OUTBOX_CHANNEL}', '') AS n FROM (SELECT 1 FROM o_ins LIMIT 1) z
+            ),
+            counts AS (
+              SELECT (SELECT count(*) FROM p_ins) + (SELECT count(*) FROM r_ins) + (SELECT count(*) FROM k_ins) + (SELECT count(*) FROM l_ins)
+                     + (SELECT count(*) FROM tr_upd) + (SELECT count(*) FROM notified) AS n
+            )
+            SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
+                   (SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int AS completed,
+                   (SELECT count(*) FROM c_ins WHERE c_ins.task_id = t.task_id)::int AS inserted,
+                   f.cancel_requested, f.row_version, counts.n AS written
+              FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx), counts
+             ORDER BY t.idx`,
+    values: [JSON.stringify(batch)],
+  };
+}
+
+/**
+ * An open model intent that was never answered may be superseded by the request actually sent
+ * (e.g. the agent's route changed before the call): its request paper, hash, route and versions
+ * are replaced. A call that has a response is never touched.
+ */
+export function supersedeModelIntent(callId: string, taskId: string, requestPaperId: string, requestHash: string, route: string | null, versions: unknown): Sql {
+  return {
+    name: 'ev_supersede_model_intent',
+    text: `UPDATE runtime_calls SET request_paper_id = $3::uuid, request_hash = $4::text, route = $5::text, versions = $6::jsonb
+            WHERE id = $1::uuid AND task_id = $2::uuid AND ordinal = 0 AND status IN ('intent', 'failed')
+        RETURNING id`,
+    values: [callId, taskId, requestPaperId, requestHash, route, JSON.stringify(versions ?? {})],
+  };
+}
+
+export interface JournalRow {
+  id: string;
+  turn: number;
+  ordinal: number;
+  kind: 'model' | 'read' | 'control' | 'effect';
+  tool_name: string | null;
+  status: string;
+  fence_epoch: number;
+  request_hash: string | null;
+  response_hash: string | null;
+  route: string | null;
+  versions: unknown;
+  request_bytes: Buffer | null;
+  request_content_hash: string | null;
+  response_bytes: Buffer | null;
+  response_content_hash: string | null;
+  completed_at: Date | null;
+}
+
+/** Every call of one turn with its request and response bytes (head revisions). */
+export function selectTurnCalls(taskId: string, turn: number): Sql {
+  return {
+    name: 'ev_select_turn_calls',
+    text: `SELECT c.id, c.turn, c.ordinal, c.kind, c.tool_name, c.status, c.fence_epoch, c.request_hash, c.response_hash,
+                  c.route, c.versions, c.completed_at,
+                  rq.bytes AS request_bytes, rq.content_hash AS request_content_hash,
+                  rs.bytes AS response_bytes, rs.content_hash AS response_content_hash
+             FROM runtime_calls c
+             LEFT JOIN papers pq ON pq.id = c.request_paper_id
+             LEFT JOIN paper_revisions rq ON rq.paper_id = pq.id AND rq.revision = pq.head_revision
+             LEFT JOIN papers ps ON ps.id = c.response_paper_id
+             LEFT JOIN paper_revisions rs ON rs.paper_id = ps.id AND rs.revision = ps.head_revision
+            WHERE c.task_id = $1::uuid AND c.turn = $2::int
+            ORDER BY c.ordinal`,
+    values: [taskId, turn],
+  };
+}
+
+/** The call journal of a task in order (for operators and tests; no bytes). */
+export function selectTaskCalls(taskId: string): Sql {
+  return {
+    text: `SELECT id, turn, ordinal, kind, tool_name, status, fence_epoch, request_hash, response_hash, route, versions, created_at, completed_at
+             FROM runtime_calls WHERE task_id = $1::uuid ORDER BY turn, ordinal`,
+    values: [taskId],
+  };
+}

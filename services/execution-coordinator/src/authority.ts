@@ -1,0 +1,78 @@
+/**
+ * "Reload current authority" (seed 004 §5): the checks the coordinator makes immediately before
+ * dispatch, as ONE pure decision over facts read from the store. It runs twice — before the
+ * preflight read and again inside the reservation unit of work with the grant row locked — so
+ * nothing that changed in between (a revocation, an expiry, a hard stop) slips through.
+ *
+ * Order matters only for which reason is reported; every check must pass.
+ */
+import { verifyPacketDigest } from '@everdict/contracts';
+import type { EffectPacket } from '@everdict/contracts';
+import type { DecisionRow, GateRow, GrantRow } from '@everdict/store';
+
+export const REFUSAL_REASONS = [
+  'grant_missing',
+  'grant_used',
+  'grant_expired',
+  'grant_revoked',
+  'gate_not_approved',
+  'digest_mismatch',
+  'decisions_missing',
+  'packet_unusable',
+  'task_missing',
+  'task_finished',
+  'task_cancelled',
+  'hard_stop',
+  'connector_unknown',
+  'connector_refused',
+  'preflight_changed',
+] as const;
+export type DispatchRefusalReason = (typeof REFUSAL_REASONS)[number];
+
+export interface DispatchRefusal {
+  readonly reason: DispatchRefusalReason;
+  /** Names what failed; never echoes parameter values. */
+  readonly detail: string;
+}
+
+export interface AuthorityFacts {
+  readonly grant: GrantRow | undefined;
+  readonly gate: GateRow | undefined;
+  readonly decisions: readonly DecisionRow[];
+  /** The gate's pinned packet, or why it could not be read. */
+  readonly packet: { readonly ok: true; readonly packet: EffectPacket } | { readonly ok: false; readonly problem: string };
+  readonly task: { readonly state: string; readonly cancel_requested: string | null } | undefined;
+  readonly caseStop: 'hard' | 'soft' | null;
+  /** The journal call this dispatch already reserved the grant for (a new attempt), else null. */
+  readonly ownCallId: string | null;
+  /** Whether a connector of the packet's name is configured in this process. */
+  readonly connectorKnown: boolean;
+}
+
+const TERMINAL = new Set(['done', 'failed']);
+
+export function checkAuthority(f: AuthorityFacts): DispatchRefusal | undefined {
+  const { grant, gate } = f;
+  if (!grant) return { reason: 'grant_missing', detail: 'no such grant' };
+  if (grant.revoked_at !== null || grant.state === 'revoked') return { reason: 'grant_revoked', detail: `the grant was revoked${grant.revoke_reason ? ` (${grant.revoke_reason})` : ''}` };
+  if (f.ownCallId === null) {
+    if (grant.state === 'reserved' || grant.state === 'consumed') return { reason: 'grant_used', detail: `the grant is already ${grant.state} by another journal call` };
+  } else if (grant.state !== 'reserved' || grant.reserved_call_id !== f.ownCallId) {
+    return { reason: 'grant_used', detail: `the grant is ${grant.state} and not reserved by this dispatch's call` };
+  }
+  if (grant.state === 'expired' || grant.expired) return { reason: 'grant_expired', detail: `the grant expired at ${grant.expires_at.toISOString()}` };
+  if (!gate || gate.id !== grant.gate_id) return { reason: 'gate_not_approved', detail: 'the grant names no gate' };
+  if (gate.state !== 'approved') return { reason: 'gate_not_approved', detail: `the gate is ${gate.state}` };
+  if (gate.packet_digest !== grant.packet_digest) return { reason: 'digest_mismatch', detail: 'the grant and its gate name different digests' };
+  const missing = gate.required_decisions.filter((r) => !f.decisions.some((d) => d.decision === r.decision && d.verdict === 'approve' && d.digest === grant.packet_digest));
+  if (missing.length > 0) return { reason: 'decisions_missing', detail: `no approval bound to the digest for ${missing.map((m) => m.decision).join(', ')}` };
+  if (!f.packet.ok) return { reason: 'packet_unusable', detail: f.packet.problem };
+  if (!verifyPacketDigest(f.packet.packet, grant.packet_digest)) return { reason: 'digest_mismatch', detail: 'the packet does not hash to the granted digest' };
+  if (f.packet.packet.caseId !== grant.case_id) return { reason: 'digest_mismatch', detail: 'the packet belongs to another case than the grant' };
+  if (!f.task) return { reason: 'task_missing', detail: 'the proposing task does not exist' };
+  if (f.task.state === 'cancelled' || f.task.cancel_requested === 'hard') return { reason: 'task_cancelled', detail: 'the proposing task is cancelled' };
+  if (TERMINAL.has(f.task.state)) return { reason: 'task_finished', detail: `the proposing task is ${f.task.state}` };
+  if (f.caseStop === 'hard') return { reason: 'hard_stop', detail: 'the case is under hard stop: no new effect starts' };
+  if (!f.connectorKnown) return { reason: 'connector_unknown', detail: `no connector ${f.packet.packet.operation.connector} is configured` };
+  return undefined;
+}

@@ -1,0 +1,74 @@
+/**
+ * `startExecutionCoordinator`: the `gate.decided` inbox consumer plus the dispatch loop on one
+ * process. Stateless between units of work: claims live in Postgres with a lease on the database
+ * clock, so N coordinators share the work and a dead one's claims lapse to the others (and an
+ * execution it had started goes to reconciliation, never to a second execute).
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { EverdictError, systemClock } from '@everdict/contracts';
+import type { Clock, FleetConfig } from '@everdict/contracts';
+import { startInboxConsumer } from '@everdict/bus';
+import type { Substrate } from '@everdict/host';
+import { busMetricsSink } from '@everdict/service-kit';
+import type { ServiceContext } from '@everdict/service-kit';
+import type { ConnectorSet } from './connectorSet.js';
+import { fleetConnectorProblems } from './connectorSet.js';
+import type { CrashPoints } from './crashpoints.js';
+import { noCrashPoints } from './crashpoints.js';
+import type { Backoff } from './dispatcher.js';
+import { COORDINATOR_SERVICE, Dispatcher } from './dispatcher.js';
+import { gateDecidedHandler } from './handler.js';
+
+export interface CoordinatorOptions {
+  readonly connectors: ConnectorSet;
+  /** Claim lease in ms (default 30000); a dead coordinator's executions reach reconciliation after it. */
+  readonly leaseMs?: number;
+  /** Poll interval in ms when no notification arrives (default 1000). */
+  readonly pollMs?: number;
+  /** Dispatches at once (default 8). */
+  readonly concurrency?: number;
+  readonly preflightBackoff?: Backoff;
+  readonly crash?: CrashPoints;
+  readonly clock?: Clock;
+  /** Claim owner name (default host:pid:random). */
+  readonly owner?: string;
+}
+
+export interface RunningCoordinator {
+  readonly dispatcher: Dispatcher;
+}
+
+export async function startExecutionCoordinator(ctx: ServiceContext, substrate: Substrate, fleet: FleetConfig, opts: CoordinatorOptions): Promise<RunningCoordinator> {
+  const problems = fleetConnectorProblems(fleet, opts.connectors);
+  if (problems.length > 0) {
+    throw new EverdictError('config_invalid', `fleet config and connectors disagree: ${problems.map((p) => `${p.path} ${p.message}`).join('; ')}`, { details: { path: problems[0]!.path, problems } });
+  }
+  const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+  const dispatcher = new Dispatcher({
+    store: substrate.store,
+    connectors: opts.connectors,
+    owner,
+    logger: ctx.logger,
+    crash: opts.crash ?? noCrashPoints,
+    clock: opts.clock ?? systemClock,
+    ...(opts.leaseMs === undefined ? {} : { leaseMs: opts.leaseMs }),
+    ...(opts.pollMs === undefined ? {} : { pollMs: opts.pollMs }),
+    ...(opts.concurrency === undefined ? {} : { concurrency: opts.concurrency }),
+    ...(opts.preflightBackoff === undefined ? {} : { preflightBackoff: opts.preflightBackoff }),
+  });
+  await dispatcher.start();
+  ctx.onShutdown('dispatcher', () => dispatcher.stop());
+  const consumer = await startInboxConsumer({
+    store: substrate.store,
+    transport: substrate.transport,
+    service: COORDINATOR_SERVICE,
+    handlers: { 'gate.decided': gateDecidedHandler(ctx.logger) },
+    prefetch: 16,
+    metrics: busMetricsSink(ctx.metrics),
+    logger: ctx.logger,
+  });
+  ctx.onShutdown('coordinator consumer', () => consumer.stop());
+  ctx.logger.info({ owner, connectors: opts.connectors.names() }, 'execution coordinator started');
+  return { dispatcher };
+}

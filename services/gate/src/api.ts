@@ -1,0 +1,190 @@
+/**
+ * The gate's JSON API (DESIGN §7), mounted on the service's HTTP port:
+ *
+ *   GET  /v1/gates?state=open        gates the principal may see and has a role to decide
+ *   GET  /v1/gates/:id               one such gate, with its exact packet and decisions
+ *   POST /v1/gates/:id/decisions     {"decision", "verdict": "approve"|"reject", "digest", "reason"?}
+ *   POST /v1/gates/:id/revoke        {"reason"?}  (operator, or a holder of one of the gate's roles)
+ *
+ * Every request needs `Authorization: Bearer <token>`; the token's sha256 names the principal and
+ * its roles (fleet config `principals`). Ownership is enforced server-side on every read: a gate
+ * of a customer the principal may not see is "not found", never "forbidden".
+ * Errors are `{"error": code, "message", "field"?}`; 401 without a known token, 400 for a
+ * malformed body (naming the field), 404/403/409/422 as `decide` answers.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { GATE_STATES, VERDICTS, isEverdictError, isOneOf, isUuid } from '@everdict/contracts';
+import type { GateState } from '@everdict/contracts';
+import type { RouteHandler } from '@everdict/service-kit';
+import { listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
+import type { DecisionRow, GateRow, Store } from '@everdict/store';
+import { decide, revoke } from './decide.js';
+import type { Principal, PrincipalDirectory } from './principals.js';
+import { seesCustomer } from './principals.js';
+
+export interface GateApiOptions {
+  readonly store: Store;
+  readonly principals: () => PrincipalDirectory;
+  readonly grantTtlMs: number;
+  /** Largest accepted request body in bytes (default 64 KiB). */
+  readonly maxBodyBytes?: number;
+}
+
+const DIGEST = /^sha256:[0-9a-f]{64}$/;
+const DECISION = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
+
+class BadRequest extends Error {
+  constructor(readonly status: 400 | 413 | 415, readonly error: string, message: string, readonly field?: string) {
+    super(message);
+  }
+}
+
+export function gateApi(opts: GateApiOptions): RouteHandler {
+  const maxBody = opts.maxBodyBytes ?? 64 * 1024;
+  return async (req, res) => {
+    const url = new URL(req.url ?? '/', 'http://gate.invalid');
+    const parts = url.pathname.split('/').filter(Boolean);
+    if (parts[0] !== 'v1' || parts[1] !== 'gates') return false;
+
+    const principal = opts.principals().authenticate(req.headers.authorization);
+    if (!principal) {
+      res.setHeader('www-authenticate', 'Bearer');
+      json(res, 401, { error: 'unauthenticated', message: 'a bearer token of a configured principal is required' });
+      return true;
+    }
+    try {
+      const id = parts[2];
+      if (id !== undefined && !isUuid(id)) return (json(res, 404, { error: 'gate_not_found', message: 'no such gate' }), true);
+      if (parts.length === 2 && req.method === 'GET') return (await listGates(opts.store, principal, url, res), true);
+      if (parts.length === 3 && req.method === 'GET') return (await showGate(opts.store, principal, id!, res), true);
+      if (parts.length === 4 && parts[3] === 'decisions' && req.method === 'POST') {
+        const body = await readJson(req, maxBody);
+        const input = verdictInput(id!, body);
+        const result = await decide(opts.store, principal, input, opts.grantTtlMs);
+        if (!result.ok) return (json(res, result.status, { error: result.error, message: result.message, ...(result.field ? { field: result.field } : {}) }), true);
+        const { ok: _ok, status, ...out } = result;
+        return (json(res, status, out), true);
+      }
+      if (parts.length === 4 && parts[3] === 'revoke' && req.method === 'POST') {
+        const body = await readJson(req, maxBody);
+        const reason = body['reason'];
+        if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new BadRequest(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
+        const result = await revoke(opts.store, principal, id!, (reason as string | undefined) ?? '');
+        if (!result.ok) return (json(res, result.status, { error: result.error, message: result.message }), true);
+        const { ok: _ok, ...out } = result;
+        return (json(res, 200, out), true);
+      }
+      const known = parts.length <= 3 || (parts.length === 4 && (parts[3] === 'decisions' || parts[3] === 'revoke'));
+      json(res, known ? 405 : 404, known ? { error: 'method_not_allowed', message: `${req.method ?? ''} is not allowed here` } : { error: 'not_found', message: 'no such route' });
+      return true;
+    } catch (err) {
+      if (err instanceof BadRequest) return (json(res, err.status, { error: err.error, message: err.message, ...(err.field ? { field: err.field } : {}) }), true);
+      throw err;
+    }
+  };
+}
+
+function verdictInput(gateId: string, body: Record<string, unknown>) {
+  const decision = body['decision'];
+  const verdict = body['verdict'];
+  const digest = body['digest'];
+  const reason = body['reason'];
+  if (typeof decision !== 'string' || !DECISION.test(decision)) throw new BadRequest(400, 'invalid_body', 'decision must be a decision name', 'decision');
+  if (!isOneOf(VERDICTS, verdict)) throw new BadRequest(400, 'invalid_body', `verdict must be one of ${VERDICTS.join(', ')}`, 'verdict');
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw new BadRequest(400, 'invalid_body', 'digest must be "sha256:" + 64 hex digits', 'digest');
+  if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new BadRequest(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
+  return { gateId, decision, verdict, digest, reason: (reason as string | undefined) ?? null };
+}
+
+async function listGates(store: Store, principal: Principal, url: URL, res: ServerResponse): Promise<void> {
+  const state = url.searchParams.get('state') ?? 'open';
+  if (!isOneOf(GATE_STATES, state)) throw new BadRequest(400, 'invalid_query', `state must be one of ${GATE_STATES.join(', ')}`, 'state');
+  const gates = (await listGatesForRoles(store.db, state as GateState, principal.roles)).filter((g) => seesCustomer(principal, g.customer));
+  const decisions = await loadDecisions(store.db, gates.map((g) => g.id));
+  const views = [];
+  for (const g of gates) views.push(await gateView(store, principal, g, decisions.filter((d) => d.gate_id === g.id)));
+  json(res, 200, { gates: views });
+}
+
+async function showGate(store: Store, principal: Principal, id: string, res: ServerResponse): Promise<void> {
+  const gate = await loadGate(store.db, id);
+  const visible = gate !== undefined && seesCustomer(principal, gate.customer) && gate.required_decisions.some((d) => principal.roles.includes(d.role));
+  if (!visible) return json(res, 404, { error: 'gate_not_found', message: 'no such gate' });
+  json(res, 200, await gateView(store, principal, gate, await loadDecisions(store.db, [gate.id])));
+}
+
+/** What a decision maker sees: the exact packet, every required decision and who answered it. */
+async function gateView(store: Store, principal: Principal, g: GateRow, decisions: readonly DecisionRow[]) {
+  let packet: unknown = null;
+  let packetProblem: string | null = null;
+  if (g.packet_paper_id && g.packet_revision) {
+    // An unreadable packet is shown as such (and the coordinator refuses it); it never hides the gate.
+    try {
+      packet = (await readPacketPaper(store.db, g.packet_paper_id, g.packet_revision)).packet;
+    } catch (err) {
+      if (!isEverdictError(err, 'paper_missing') && !isEverdictError(err, 'paper_corrupt')) throw err;
+      packetProblem = err.code;
+    }
+  }
+  const grant = g.state === 'approved' || g.state === 'revoked' ? await loadGrantOfGate(store.db, g.id) : undefined;
+  return {
+    id: g.id,
+    caseId: g.case_id,
+    taskId: g.task_id,
+    state: g.state,
+    packetDigest: g.packet_digest,
+    operation: g.operation,
+    effectClass: g.effect_class,
+    summary: g.summary,
+    impactKeys: g.impact_keys,
+    mutationKey: g.mutation_key,
+    reason: g.reason,
+    createdAt: g.created_at.toISOString(),
+    expiresAt: g.expires_at?.toISOString() ?? null,
+    decidedAt: g.decided_at?.toISOString() ?? null,
+    decisions: g.required_decisions.map((r) => {
+      const given = decisions.find((d) => d.decision === r.decision);
+      return {
+        decision: r.decision,
+        role: r.role,
+        canDecide: principal.roles.includes(r.role) && given === undefined && g.state === 'open',
+        verdict: given?.verdict ?? null,
+        principal: given?.principal ?? null,
+        digest: given?.digest ?? null,
+        decidedAt: given?.created_at.toISOString() ?? null,
+      };
+    }),
+    grant: grant ? { id: grant.id, state: grant.state, expiresAt: grant.expires_at.toISOString(), revokedAt: grant.revoked_at?.toISOString() ?? null } : null,
+    packet,
+    ...(packetProblem ? { packetProblem } : {}),
+  };
+}
+
+async function readJson(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/json\b/i.test(type)) throw new BadRequest(415, 'unsupported_media_type', 'the body must be application/json');
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) throw new BadRequest(413, 'body_too_large', `the body exceeds ${maxBytes} bytes`);
+    chunks.push(chunk);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    throw new BadRequest(400, 'invalid_json', 'the body is not valid JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new BadRequest(400, 'invalid_body', 'the body must be a JSON object');
+  return parsed as Record<string, unknown>;
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', Buffer.byteLength(text));
+  res.end(text);
+}

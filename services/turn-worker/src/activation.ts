@@ -1,0 +1,190 @@
+/**
+ * An activation: what a worker does with a task it has just claimed (lease + new fence epoch),
+ * OUTSIDE the unit of work that claimed it. It restores the pinned checkpoint (verifying the
+ * state hash), reconciles the call journal of the turn in flight, checks the versions the state
+ * was produced under, applies the notes that woke it, then runs turns — no broker round trip
+ * between them — until the task settles, parks, or reaches the per-activation turn cap (then
+ * it is released and re-queued). Whatever cannot be verified parks the task; nothing is guessed.
+ */
+import { canonicalJson, isEverdictError, newId } from '@everdict/contracts';
+import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
+import { initialRunState, resumeRun } from '@everdict/agent-runtime';
+import type { RunContext, RunState } from '@everdict/agent-runtime';
+import {
+  askQuestion,
+  loadRestorePoint,
+  loadTurnCalls,
+  notesForTurn,
+  PaperCorrupt,
+  PaperMissing,
+  recordVersionDecision,
+  versionDecision,
+} from '@everdict/store';
+import type { FenceToken, GraphTaskRow, LedgerHead, StoredCall } from '@everdict/store';
+import { topUp } from './notes.js';
+import { decodeStatePaper, RestoreFailure } from './statePaper.js';
+import type { HostState } from './statePaper.js';
+import { durableTurn, parkWithoutTurn } from './turn.js';
+import type { TaskRun, TurnEnv } from './turn.js';
+import { changedVersions, decideVersions, versionsHash } from './versions.js';
+import type { Versions } from './versions.js';
+
+export interface ActivationEnv extends TurnEnv {
+  /** True once the process drains: the running turn finishes, then the task is released. */
+  draining(): boolean;
+}
+
+export interface Claim {
+  readonly token: FenceToken;
+  readonly task: GraphTaskRow;
+}
+
+/** The objective text of a task row (`{text}` as the runtime writes it, else its JSON). */
+export function objectiveText(objective: unknown): string {
+  if (typeof objective === 'string') return objective;
+  const text = (objective as { text?: unknown } | null)?.text;
+  return typeof text === 'string' ? text : canonicalJson(objective ?? {});
+}
+
+interface PinnedContext {
+  envelope: ExecutionEnvelope;
+  mode: ExecutionMode | null;
+  depth: number;
+  tools: string[] | null;
+}
+
+function freshContext(env: ActivationEnv, task: GraphTaskRow, caseType: string): PinnedContext {
+  if (task.parent_id !== null) {
+    const c = (task.context ?? {}) as { envelope?: ExecutionEnvelope; mode?: ExecutionMode | null; tools?: string[] };
+    if (!c.envelope) throw new RestoreFailure('invalid_state', `child task ${task.id} has no execution context`, { taskId: task.id });
+    return { envelope: c.envelope, mode: c.mode ?? null, depth: task.depth, tools: c.tools ?? [] };
+  }
+  const root = env.catalog.rootContext(caseType);
+  return { envelope: root.envelope, mode: root.mode, depth: 0, tools: null };
+}
+
+/** Restores a claimed task, or parks it (restore failure, version decision) and returns null. */
+export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun | null> {
+  const { task, token } = claim;
+  let run: RunState;
+  let host: HostState | null = null;
+  let context: PinnedContext;
+  let checkpointed = false;
+  let stored: StoredCall[];
+  let head: LedgerHead | null;
+  try {
+    const point = await loadRestorePoint(env.store.db, task.id, task.case_id);
+    head = point.head;
+    const cp = point.checkpoint;
+    if (cp) {
+      const decoded = decodeStatePaper(cp.bytes, task.id, cp.statePaperId);
+      run = decoded.run;
+      const { schema: _s, taskId: _t, caseId: _c, turn: _n, phase: _p, run: _r, ...rest } = decoded.doc;
+      host = rest;
+      context = { envelope: rest.context.envelope as ExecutionEnvelope, mode: (rest.context.mode as ExecutionMode | null) ?? null, depth: rest.context.depth, tools: rest.context.tools };
+      checkpointed = true;
+    } else {
+      context = freshContext(env, task, point.caseType);
+      run = initialRunState(task.id, objectiveText(task.objective));
+    }
+    stored = await loadTurnCalls(env.store.db, task.id, run.turn);
+  } catch (err) {
+    if (err instanceof PaperMissing || err instanceof PaperCorrupt || err instanceof RestoreFailure) {
+      const reason = err instanceof RestoreFailure ? err.reason : err instanceof PaperMissing ? 'paper_missing' : 'paper_corrupt';
+      env.metrics.restoreFailure(reason);
+      env.logger.warn({ taskId: task.id, reason }, 'restore failed; parking the task');
+      await parkWithoutTurn(env, claim, 'capability_gap', { kind: 'restore_failed', reason, error: err.message.slice(0, 300) });
+      return null;
+    }
+    throw err;
+  }
+
+  const notes = await notesForTurn(env.store.db, task.id, run.turn);
+  context = { ...context, envelope: { ...context.envelope, budget: topUp(context.envelope.budget, notes) } };
+  const view = env.catalog.view(task.profile, context.tools, context.envelope);
+
+  const baseline = (host?.versions ?? (stored.find((c) => c.ordinal === 0)?.versions as Versions | undefined)) ?? null;
+  if (baseline !== null) {
+    const changed = changedVersions(baseline, view.versions);
+    if (changed.length > 0) {
+      const hash = versionsHash(view.versions);
+      const recorded = await versionDecision(env.store.db, task.id, hash);
+      const decision = recorded?.decision ?? decideVersions(env.catalog.settings.versionPolicy, changed);
+      if (decision === 'park') {
+        const questionId = newId();
+        await parkWithoutTurn(env, claim, 'question', { kind: 'versions', questionId, versionsHash: hash, changed }, async (uow) => {
+          await askQuestion(uow, token, {
+            id: questionId,
+            caseId: task.case_id,
+            taskId: task.id,
+            askedBy: null,
+            kind: 'versions',
+            gap: `the task was produced under other versions (${changed.join(', ')} changed)`,
+            checked: [`from ${versionsHash(baseline)}`, `to ${hash}`],
+            dependsOn: [`the rest of task ${task.id}`],
+            alternatives: ['continue under the new versions', 'keep it parked (cancel it to stop)'],
+            decisionNeeded: 'answer "continue" to resume under the new versions',
+          });
+        });
+        return null;
+      }
+      if (!recorded) {
+        await env.store.unitOfWork(async (uow) => {
+          await uow.requireFence(token, 'version_decision');
+          await recordVersionDecision(uow, { taskId: task.id, versionsHash: hash, decision: 'continue', decidedBy: 'policy', changed });
+          await uow.appendLedger(task.case_id, { kind: 'versions_changed', body: { taskId: task.id, from: baseline, to: view.versions, changed, decision: 'continue', decidedBy: 'policy' } });
+        });
+      }
+    }
+  }
+
+  // A suspended run was woken (an answer, reports, a top-up, a health wake-up): it goes on.
+  if (run.settlement?.kind === 'suspended') run = resumeRun(run);
+  if (run.settlement !== null) throw new RestoreFailure('invalid_state', `task ${task.id} is runnable but its run settled ${run.settlement.kind}`, { taskId: task.id });
+
+  host = {
+    ...(host ?? { pending: { calls: [], gates: [], messages: [] }, paperHeads: {}, handleScopeCaseId: task.case_id, completedPlanSteps: [], decisions: [], summary: null, contextHash: null }),
+    versions: view.versions,
+    context: { envelope: context.envelope as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], depth: context.depth, tools: context.tools },
+  };
+  const runCtx: RunContext = {
+    taskId: task.id,
+    systemPrompt: view.profile.prompt,
+    envelope: context.envelope,
+    ...(context.mode ? { mode: context.mode } : {}),
+    depth: context.depth,
+    ...(view.profile.maxOutputTokens ? { maxOutputTokens: view.profile.maxOutputTokens } : {}),
+  };
+  return {
+    task,
+    token,
+    rootTaskId: task.root_task_id ?? task.id,
+    view,
+    runCtx,
+    run,
+    host,
+    stored: new Map(stored.map((c) => [c.ordinal, c])),
+    notes,
+    checkpointed,
+    prewritten: null,
+    ledgerHead: head,
+    turns: 0,
+  };
+}
+
+/** Restores the task and runs its turns until it settles, parks or is released. */
+export async function runActivation(env: ActivationEnv, claim: Claim, signal: AbortSignal): Promise<void> {
+  const tr = await restore(env, claim);
+  if (!tr) return;
+  for (;;) {
+    if (signal.aborted) return; // the lease is gone; nothing more may be written
+    const release = tr.turns + 1 >= env.catalog.settings.turnsPerActivation || env.draining();
+    const end = await durableTurn(env, tr, { signal, release });
+    if (end.ended) return;
+  }
+}
+
+/** Whether an activation failure is the lease being lost (expected, counted by the store). */
+export function isStale(err: unknown): boolean {
+  return isEverdictError(err) && err.code === 'stale_fence';
+}

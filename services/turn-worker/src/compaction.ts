@@ -1,0 +1,111 @@
+/**
+ * Compaction (seed 004 §6): when a run's messages outgrow its profile's limit, the earlier ones
+ * are replaced by ONE derived summary paper — facts with their sources (content hashes), the
+ * decisions the run has taken in (by id), and its pending work (open todos, running children,
+ * an armed wait, the plan, calls with unknown outcome). The summary is checked before it is
+ * used: if it lost any pending item or decision reference, the previous summary (i.e. the
+ * messages as they are) is kept. It never edits plans, grants, receipts or evidence — it only
+ * adds a new paper. Pure functions; the paper is written by the turn's commit.
+ */
+import { canonicalJson, payloadHash } from '@everdict/contracts';
+import type { ChatMessage } from '@everdict/llm';
+import type { RunState } from '@everdict/agent-runtime';
+import type { HostState } from './statePaper.js';
+
+export const SUMMARY_SCHEMA = 'everdict/summary.v1';
+
+export interface SummaryFact {
+  readonly index: number;
+  readonly role: ChatMessage['role'];
+  readonly tool: string | null;
+  readonly callId: string | null;
+  readonly contentHash: string;
+  readonly excerpt: string;
+}
+
+export interface SummaryDocument {
+  readonly schema: typeof SUMMARY_SCHEMA;
+  readonly taskId: string;
+  readonly throughTurn: number;
+  readonly objective: string;
+  readonly facts: readonly SummaryFact[];
+  readonly decisions: HostState['decisions'];
+  readonly pending: {
+    readonly todos: RunState['todos'];
+    readonly children: RunState['children'];
+    readonly wait: RunState['wait'];
+    readonly plan: RunState['plan'];
+    readonly calls: readonly string[];
+  };
+  readonly previous: HostState['summary'];
+}
+
+const EXCERPT = 200;
+
+/** Where to cut: keep the last `keepRecent` messages, never starting on a tool result. */
+export function cutIndex(messages: readonly ChatMessage[], keepRecent: number): number {
+  let cut = Math.max(0, messages.length - keepRecent);
+  while (cut > 0 && messages[cut]?.role === 'tool') cut--;
+  return cut;
+}
+
+export function buildSummary(run: RunState, host: HostState, dropped: readonly ChatMessage[]): SummaryDocument {
+  const facts = dropped.map((m, index): SummaryFact => {
+    const content = m.role === 'assistant' ? (m.content ?? '') + (m.toolCalls.length ? ` [calls: ${m.toolCalls.map((c) => c.name).join(', ')}]` : '') : m.content;
+    return {
+      index,
+      role: m.role,
+      tool: m.role === 'tool' ? m.name : null,
+      callId: m.role === 'tool' ? m.callId : null,
+      contentHash: payloadHash(content),
+      excerpt: content.slice(0, EXCERPT),
+    };
+  });
+  return {
+    schema: SUMMARY_SCHEMA,
+    taskId: run.taskId,
+    throughTurn: run.turn,
+    objective: run.objective,
+    facts,
+    decisions: host.decisions,
+    pending: {
+      todos: run.todos.filter((t) => t.status !== 'done'),
+      children: run.children.filter((c) => c.status === 'running'),
+      wait: run.wait,
+      plan: run.plan,
+      calls: host.pending.calls,
+    },
+    previous: host.summary,
+  };
+}
+
+/** What the summary failed to keep (empty = it kept every pending item and decision reference). */
+export function summaryMisses(summary: SummaryDocument, run: RunState, host: HostState): string[] {
+  const missing: string[] = [];
+  const todoIds = new Set(summary.pending.todos.map((t) => t.id));
+  for (const t of run.todos) if (t.status !== 'done' && !todoIds.has(t.id)) missing.push(`todo:${t.id}`);
+  const childIds = new Set(summary.pending.children.map((c) => c.childTaskId));
+  for (const c of run.children) if (c.status === 'running' && !childIds.has(c.childTaskId)) missing.push(`child:${c.childTaskId}`);
+  const refs = new Set(summary.decisions.map((d) => `${d.kind}:${d.ref}`));
+  for (const d of host.decisions) if (!refs.has(`${d.kind}:${d.ref}`)) missing.push(`decision:${d.kind}:${d.ref}`);
+  const calls = new Set(summary.pending.calls);
+  for (const c of host.pending.calls) if (!calls.has(c)) missing.push(`call:${c}`);
+  if (run.wait !== null && summary.pending.wait === null) missing.push('wait');
+  if (run.plan !== null && summary.pending.plan?.revision !== run.plan.revision) missing.push('plan');
+  return missing;
+}
+
+export function summaryBytes(summary: SummaryDocument): Buffer {
+  return Buffer.from(canonicalJson(summary), 'utf8');
+}
+
+/** The message that stands in for the dropped ones, naming the paper it summarises into. */
+export function summaryMessage(summary: SummaryDocument, paper: { paperId: string; revision: number }): ChatMessage {
+  const body = { decisions: summary.decisions, pending: summary.pending, facts: summary.facts.map((f) => ({ role: f.role, tool: f.tool, excerpt: f.excerpt, contentHash: f.contentHash })) };
+  return { role: 'user', content: `Summary of earlier work (paper ${paper.paperId} revision ${paper.revision}; the full record stays in the case):\n${canonicalJson(body)}` };
+}
+
+/** Whether the run needs compacting under `limit` messages. */
+export function needsCompaction(run: RunState, limit: { maxMessages: number } | undefined): boolean {
+  return limit !== undefined && run.messages.length > limit.maxMessages;
+}

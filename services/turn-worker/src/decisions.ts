@@ -1,0 +1,75 @@
+/**
+ * What a committed turn does to its task — pure decisions over the kernel's settlement, a pending
+ * cancel and the activation's turn cap (seed 004 §11.4, K5):
+ *
+ *   completed                  → done, task.finished to the parent
+ *   failed                     → failed, task.finished (failureCode)
+ *   suspended budget           → parked budget (never done), handoff fate recorded
+ *   suspended question         → parked question + a QUESTIONS row (the root asks the human)
+ *   suspended children         → parked children, unless none is running (then it goes on)
+ *   suspended provider_down    → parked provider_down with a backoff timer (health-gated wake)
+ *   not settled, soft cancel   → parked gate (an operator decides; soft stop at the checkpoint)
+ *   not settled, cap/draining  → released (open) with a task.runnable to itself
+ *   not settled                → the activation continues
+ * A parked task is never failed for waiting.
+ */
+import type { ParkReason } from '@everdict/contracts';
+import type { Settlement } from '@everdict/agent-runtime';
+
+export type Transition =
+  | { readonly kind: 'continue' }
+  | { readonly kind: 'finish'; readonly state: 'done' | 'failed' | 'cancelled'; readonly summary: string; readonly failureCode: string | null }
+  | { readonly kind: 'park'; readonly reason: ParkReason; readonly detail: Readonly<Record<string, unknown>>; readonly backoffMs: number | null; readonly ask: boolean }
+  | { readonly kind: 'resume_now'; readonly note: string }
+  | { readonly kind: 'release' };
+
+export interface SettleInput {
+  readonly settlement: Settlement | null;
+  readonly cancelRequested: 'hard' | 'soft' | null;
+  /** Cap reached or the process is draining: give the task back instead of running on. */
+  readonly release: boolean;
+  /** Children of the task not yet in a terminal state (asked only for a children suspension). */
+  readonly unfinishedChildren: number;
+  readonly route: string;
+  /** The provider_down attempt this park would be (1 for the first). */
+  readonly providerAttempt: number;
+  readonly backoffMs: (attempt: number) => number;
+}
+
+const MAX_SUMMARY = 4000;
+
+export function settle(i: SettleInput): Transition {
+  const s = i.settlement;
+  if (s === null) {
+    if (i.cancelRequested === 'soft') return { kind: 'park', reason: 'gate', detail: { kind: 'soft_cancel' }, backoffMs: null, ask: false };
+    return i.release ? { kind: 'release' } : { kind: 'continue' };
+  }
+  switch (s.kind) {
+    case 'completed':
+      return { kind: 'finish', state: 'done', summary: (s.result ?? '').slice(0, MAX_SUMMARY), failureCode: null };
+    case 'failed':
+      return { kind: 'finish', state: 'failed', summary: s.message.slice(0, MAX_SUMMARY), failureCode: s.code };
+    case 'suspended': {
+      const base = { handoff: s.handoff, cause: s.cause };
+      switch (s.parkReason) {
+        case 'budget':
+          return { kind: 'park', reason: 'budget', detail: { ...base, dimension: s.budgetDimension ?? null }, backoffMs: null, ask: false };
+        case 'question':
+          return { kind: 'park', reason: 'question', detail: base, backoffMs: null, ask: true };
+        case 'children':
+          if (i.unfinishedChildren === 0) return { kind: 'resume_now', note: 'None of your sub-agents is still running; every report you will get has arrived.' };
+          return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unfinishedChildren }, backoffMs: null, ask: false };
+        case 'provider_down':
+          return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.providerAttempt }, backoffMs: i.backoffMs(i.providerAttempt), ask: false };
+        default:
+          return { kind: 'park', reason: s.parkReason, detail: base, backoffMs: null, ask: false };
+      }
+    }
+  }
+}
+
+/** The provider_down attempt a new park is, from the task's previous park detail. */
+export function nextProviderAttempt(previousParkReason: string | null, previousDetail: unknown): number {
+  const prior = (previousDetail as { attempt?: unknown } | null)?.attempt;
+  return previousParkReason === null && typeof prior === 'number' && Number.isSafeInteger(prior) ? prior + 1 : 1;
+}

@@ -1,0 +1,217 @@
+/**
+ * The turn-worker's message handlers. Each runs inside the delivery's ONE unit of work (inbox
+ * row + state change + outbox rows), and none calls a model or a tool: a `task.runnable` only
+ * CLAIMS the task (lease + new fence epoch); its turns run after that unit of work committed.
+ *
+ * Receivers authenticate against persisted assignments, never against claimed fields (§4): a
+ * child's report or plan is applied only if the task row says that child belongs to that
+ * parent, the envelope's sender is that child, and (for a report) the child's persisted state
+ * is the outcome it claims. Anything else is recorded and ignored.
+ */
+import { EverdictError } from '@everdict/contracts';
+import type { AnyEnvelope, PlanStepV1 } from '@everdict/contracts';
+import type { MessageHandler, MessageHandlers } from '@everdict/bus';
+import {
+  addNote,
+  cancelTree,
+  claimTaskInUnit,
+  confirmPlanRevision,
+  lastConfirmedRevision,
+  loadGraphTask,
+  loadPlanRevision,
+  lockQuestionRow,
+  lockTask,
+  recordAnswer,
+  recordVersionDecision,
+  softCancel,
+  unfinishedChildren,
+  wakeParked,
+} from '@everdict/store';
+import type { GraphTaskRow, Store, UnitOfWork } from '@everdict/store';
+import type { Logger } from 'pino';
+import type { Claim } from './activation.js';
+import { send, sendRunnable } from './envelopes.js';
+
+export interface HandlerEnv {
+  /** This process's lease owner name. */
+  readonly owner: string;
+  readonly leaseTtlMs: () => number;
+  /** Claims made by a delivery's unit of work, by message id; started once it committed. */
+  readonly claims: Map<string, Claim>;
+  readonly logger: Logger;
+}
+
+/** A plan revision that arrived before the one it builds on: retried, then dead-lettered. */
+export class PlanOutOfOrder extends EverdictError {
+  constructor(taskId: string, revision: number, confirmed: number) {
+    super('plan_out_of_order', `plan revision ${revision} of task ${taskId} expects a revision the parent has not confirmed yet (confirmed: ${confirmed})`, {
+      retryable: true,
+      details: { taskId, revision, confirmed },
+    });
+  }
+}
+
+type Of<T extends AnyEnvelope['type']> = Extract<AnyEnvelope, { type: T }>;
+
+const TERMINAL = new Set(['done', 'failed', 'cancelled']);
+
+function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
+  env.logger.warn({ messageId: e.id, type: e.type, why }, 'message refused by the turn-worker');
+  return 'ignored';
+}
+
+/** The sender must be the persisted child of the parent the payload names. */
+function childOf(e: AnyEnvelope, child: GraphTaskRow | undefined, parentId: string): string | null {
+  if (!child) return 'unknown task';
+  if (child.parent_id === null || child.parent_id !== parentId) return 'task is not a child of that parent';
+  if (e.sender.taskId !== child.id) return 'sender is not the task';
+  if (e.lineage.parentTaskId !== child.parent_id) return 'lineage does not match the task graph';
+  if (e.caseId !== child.case_id) return 'case does not match the task';
+  return null;
+}
+
+export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
+  const runnable: MessageHandler<Of<'task.runnable'>> = async (e, uow) => {
+    const claim = await claimTaskInUnit(uow, e.payload.taskId, env.owner, env.leaseTtlMs());
+    if (!claim.claimed) return 'ignored';
+    env.claims.set(e.id, { token: claim.token, task: claim.task });
+    return 'applied';
+  };
+
+  const answered: MessageHandler<Of<'question.answered'>> = async (e, uow) => {
+    const p = e.payload;
+    if (e.sender.service === 'turn-worker') return refuse(env, e, 'an agent cannot answer a question for a human');
+    const q = await lockQuestionRow(uow, p.questionId);
+    if (!q || q.task_id !== p.taskId || q.case_id !== e.caseId) return refuse(env, e, 'no such question for that task');
+    if (!(await recordAnswer(uow, q.id, p.answer, p.answeredBy))) return 'ignored'; // answered before
+    const task = await lockTask(uow, q.task_id);
+    if (!task) return 'ignored';
+    const detail = (task.park_detail ?? {}) as { questionId?: string; versionsHash?: string; changed?: string[] };
+    if (q.kind === 'versions') {
+      const decision = /^\s*continue\b/i.test(p.answer) ? 'continue' : 'park';
+      if (detail.versionsHash) await recordVersionDecision(uow, { taskId: task.id, versionsHash: detail.versionsHash, decision, decidedBy: p.answeredBy, changed: detail.changed ?? [] });
+      await uow.appendLedger(task.case_id, { kind: 'versions_decided', body: { taskId: task.id, questionId: q.id, decision, decidedBy: p.answeredBy } });
+      if (decision === 'park') return 'applied';
+    } else {
+      await addNote(uow, task.id, 'answer', { questionId: q.id, answer: p.answer, answeredBy: p.answeredBy }, e.id);
+      await uow.appendLedger(task.case_id, { kind: 'question_answered', body: { taskId: task.id, questionId: q.id, answeredBy: p.answeredBy } });
+    }
+    // Exactly the task parked on THIS question wakes; nothing else does.
+    if (task.state === 'parked' && task.park_reason === 'question' && detail.questionId === q.id) {
+      const woken = await wakeParked(uow, task.id, 'question');
+      if (woken) await sendRunnable(uow, woken, 'answered', null);
+    }
+    return 'applied';
+  };
+
+  const finished: MessageHandler<Of<'task.finished'>> = async (e, uow) => {
+    const p = e.payload;
+    if (p.parentTaskId === null) return 'ignored'; // a root's end is the case's business
+    const child = await loadGraphTask(uow, p.taskId);
+    const bad = childOf(e, child, p.parentTaskId);
+    if (bad !== null) return refuse(env, e, bad);
+    if (child!.state !== p.outcome) return refuse(env, e, 'the task has not reached the outcome it reports');
+    const parent = await lockTask(uow, p.parentTaskId);
+    if (!parent || TERMINAL.has(parent.state)) return 'ignored';
+    await addNote(uow, parent.id, 'child_report', { childTaskId: child!.id, outcome: p.outcome, summary: p.summary ?? '' }, e.id);
+    if (parent.state === 'parked' && parent.park_reason === 'children' && (await unfinishedChildren(uow, parent.id)) === 0) {
+      const woken = await wakeParked(uow, parent.id, 'children');
+      if (woken) await sendRunnable(uow, woken, 'child_finished', null);
+    }
+    return 'applied';
+  };
+
+  const planSubmitted: MessageHandler<Of<'plan.submitted'>> = async (e, uow) => {
+    const p = e.payload;
+    const child = await loadGraphTask(uow, p.taskId);
+    const bad = childOf(e, child, p.parentTaskId);
+    if (bad !== null) return refuse(env, e, bad);
+    // The message must carry exactly the persisted, immutable revision it names.
+    const rev = await loadPlanRevision(uow, p.taskId, p.revision);
+    if (!rev || rev.plan_hash !== p.planHash || rev.expected_revision !== p.expectedRevision || Number(rev.row_version) !== p.rowVersion) {
+      return refuse(env, e, 'plan revision does not match the persisted revision');
+    }
+    const confirmed = await lastConfirmedRevision(uow, p.taskId);
+    if (p.revision <= confirmed) return 'ignored'; // already confirmed: a stale or repeated submission
+    if (p.expectedRevision !== confirmed) throw new PlanOutOfOrder(p.taskId, p.revision, confirmed);
+    const parent = await lockTask(uow, p.parentTaskId);
+    if (!parent || TERMINAL.has(parent.state)) return 'ignored';
+    const steps = rev.steps as PlanStepV1[];
+    await confirmPlanRevision(uow, { taskId: p.taskId, revision: p.revision, confirmedBy: parent.id, planHash: p.planHash, messageId: e.id, steps });
+    await addNote(uow, parent.id, 'plan', { childTaskId: p.taskId, revision: p.revision, steps: steps.map((s) => ({ stepId: s.stepId, title: s.title })) }, e.id);
+    await uow.appendLedger(parent.case_id, { kind: 'plan_confirmed', body: { taskId: p.taskId, revision: p.revision, planHash: p.planHash, confirmedBy: parent.id } });
+    return 'applied';
+  };
+
+  const cancel: MessageHandler<Of<'task.cancel'>> = async (e, uow) => {
+    const p = e.payload;
+    const task = await lockTask(uow, p.taskId);
+    if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
+    if (p.mode === 'soft') {
+      await softCancel(uow, task.id);
+      await uow.appendLedger(task.case_id, { kind: 'task_cancel_requested', body: { taskId: task.id, mode: 'soft', requestedBy: p.requestedBy ?? null } });
+      return 'applied';
+    }
+    // Hard: the fence epoch of the whole subtree moves on, so nothing more is dispatched for it.
+    const cancelled = await cancelTree(uow, task.id);
+    const top = cancelled.find((t) => t.id === task.id);
+    if (top && top.parent_id !== null) {
+      await send(uow, 'task.finished', { taskId: top.id, parentTaskId: top.parent_id, outcome: 'cancelled', summary: 'cancelled' }, { caseId: top.case_id, from: top });
+    }
+    await uow.appendLedger(task.case_id, { kind: 'task_cancelled', body: { taskId: task.id, mode: 'hard', tasks: cancelled.map((t) => t.id), requestedBy: p.requestedBy ?? null } });
+    return 'applied';
+  };
+
+  const gateDecided: MessageHandler<Of<'gate.decided'>> = async (e, uow) => {
+    const p = e.payload;
+    const task = await lockTask(uow, p.taskId);
+    if (!task || task.case_id !== e.caseId) return 'ignored';
+    const detail = (task.park_detail ?? {}) as { gateId?: string };
+    if (task.state !== 'parked' || task.park_reason !== 'gate' || detail.gateId !== p.gateId) return 'ignored';
+    await addNote(uow, task.id, 'gate', { gateId: p.gateId, outcome: p.outcome, reason: p.reason ?? null }, e.id);
+    const woken = await wakeParked(uow, task.id, 'gate');
+    if (woken) await sendRunnable(uow, woken, 'decided', null);
+    return 'applied';
+  };
+
+  const effectOutcome: MessageHandler<Of<'effect.outcome'>> = async (e, uow) => {
+    const p = e.payload;
+    const task = await lockTask(uow, p.taskId);
+    if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
+    await addNote(uow, task.id, 'outcome', { callId: p.callId, outcome: p.outcome, established: p.established }, e.id);
+    const detail = (task.park_detail ?? {}) as { callId?: string };
+    if (task.state === 'parked' && task.park_reason !== null && detail.callId === p.callId) {
+      const woken = await wakeParked(uow, task.id, task.park_reason);
+      if (woken) await sendRunnable(uow, woken, 'outcome', null);
+    }
+    return 'applied';
+  };
+
+  return {
+    'task.runnable': runnable,
+    'question.answered': answered,
+    'task.finished': finished,
+    'plan.submitted': planSubmitted,
+    'task.cancel': cancel,
+    'gate.decided': gateDecided,
+    'effect.outcome': effectOutcome,
+  };
+}
+
+/**
+ * A budget top-up (§11.4: budget parks wake by top-up): raises the task's limits by `budget`
+ * and, if it is parked `budget`, makes it runnable. One unit of work.
+ */
+export async function topUpBudget(store: Store, taskId: string, budget: Readonly<Record<string, number>>, by: string): Promise<boolean> {
+  return store.unitOfWork(async (uow: UnitOfWork) => {
+    const task = await lockTask(uow, taskId);
+    if (!task || TERMINAL.has(task.state)) return false;
+    await addNote(uow, task.id, 'top_up', { budget, by, ref: `top-up:${Date.now()}` }, null);
+    await uow.appendLedger(task.case_id, { kind: 'budget_topped_up', body: { taskId, budget, by } });
+    if (task.state === 'parked' && task.park_reason === 'budget') {
+      const woken = await wakeParked(uow, task.id, 'budget');
+      if (woken) await sendRunnable(uow, woken, 'woken', null);
+    }
+    return true;
+  });
+}

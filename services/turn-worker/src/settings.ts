@@ -1,0 +1,42 @@
+/**
+ * Turn-worker tunables from the fleet config's `runtime` section, each with its default.
+ */
+import type { FleetConfig } from '@everdict/contracts';
+import { DEFAULT_VERSION_POLICY, type VersionPolicy } from './versions.js';
+
+export interface RuntimeSettings {
+  /** Task lease on the database clock (default 30 000 ms); renewed every third of it. */
+  readonly leaseTtlMs: number;
+  /** Turns one claim runs before the task is released and re-queued (default 50). */
+  readonly turnsPerActivation: number;
+  /** Tasks this process runs at once (default 256). */
+  readonly maxActiveTasks: number;
+  /** Unsettled deliveries (default 64). */
+  readonly prefetch: number;
+  /** Expired-lease and wake-up sweep period (default 1000 ms). */
+  readonly sweepIntervalMs: number;
+  /** provider_down backoff: initial (default 1000 ms), doubling up to max (default 300 000 ms). */
+  readonly providerBackoff: { readonly initial: number; readonly max: number };
+  readonly versionPolicy: VersionPolicy;
+  /** Postgres pool size (default 20). */
+  readonly dbPoolSize: number;
+}
+
+export function runtimeSettings(config: FleetConfig): RuntimeSettings {
+  const r = config.runtime ?? {};
+  return {
+    leaseTtlMs: r.leaseTtlMs ?? 30_000,
+    turnsPerActivation: r.turnsPerActivation ?? 50,
+    maxActiveTasks: r.maxActiveTasks ?? 256,
+    prefetch: r.prefetch ?? 64,
+    sweepIntervalMs: r.sweepIntervalMs ?? 1_000,
+    providerBackoff: { initial: r.providerBackoffMs?.initial ?? 1_000, max: r.providerBackoffMs?.max ?? 300_000 },
+    versionPolicy: { ...DEFAULT_VERSION_POLICY, ...(r.versionPolicy ?? {}) },
+    dbPoolSize: r.dbPoolSize ?? 20,
+  };
+}
+
+/** Backoff before the `attempt`-th re-try (1-based): initial · 2^(attempt-1), capped at max. */
+export function providerBackoffMs(s: RuntimeSettings, attempt: number): number {
+  return Math.min(s.providerBackoff.initial * 2 ** Math.max(0, attempt - 1), s.providerBackoff.max);
+}

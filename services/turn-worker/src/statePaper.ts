@@ -1,0 +1,67 @@
+/**
+ * The runtime-state paper (schemas/runtime-state.schema.json): the restorable state of a task,
+ * written with every checkpoint as canonical JSON bytes whose hash the checkpoint row records.
+ * Decoding re-validates the document; anything a restore cannot vouch for is a RestoreFailure
+ * — the task parks, the worker never fills a gap from a model's recollection.
+ */
+import { canonicalJson, EverdictError, schemaValidator, schemaViolations, describeViolations, SCHEMA_ID_BASE } from '@everdict/contracts';
+import type { RuntimeStatePaper } from '@everdict/contracts';
+import type { RunState } from '@everdict/agent-runtime';
+import { newPaper, type NewPaper } from '@everdict/store';
+
+export const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
+
+export type HostState = Omit<RuntimeStatePaper, 'schema' | 'taskId' | 'caseId' | 'turn' | 'phase' | 'run'>;
+export type Decision = RuntimeStatePaper['decisions'][number];
+
+export const RESTORE_FAILURES = ['paper_missing', 'paper_corrupt', 'invalid_state', 'journal_corrupt', 'wrong_task'] as const;
+export type RestoreFailureReason = (typeof RESTORE_FAILURES)[number];
+
+/** A checkpoint (or journal paper) that cannot be trusted; the task parks with this reason. */
+export class RestoreFailure extends EverdictError {
+  constructor(readonly reason: RestoreFailureReason, message: string, details: Record<string, unknown> = {}) {
+    super('restore_failed', message, { details: { reason, ...details } });
+  }
+}
+
+export function phaseOf(run: RunState): RuntimeStatePaper['phase'] {
+  const s = run.settlement;
+  if (s === null) return 'ready';
+  return s.kind === 'suspended' ? 'suspended' : s.kind;
+}
+
+export function stateDocument(caseId: string, host: HostState, run: RunState): RuntimeStatePaper {
+  return {
+    schema: 'runtime-state.v1',
+    taskId: run.taskId,
+    caseId,
+    turn: run.turn,
+    phase: phaseOf(run),
+    ...host,
+    run: run as unknown as RuntimeStatePaper['run'],
+  };
+}
+
+/** The paper of the checkpoint that lets `doc.taskId` run `doc.turn`. Bytes: RFC 8785 JSON. */
+export function statePaper(doc: RuntimeStatePaper): NewPaper {
+  return newPaper({ kind: 'artefact', name: `tasks/${doc.taskId}/state/${doc.turn}`, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes: Buffer.from(canonicalJson(doc), 'utf8') });
+}
+
+/** Parses and validates restored bytes (already hash-verified by the store). */
+export function decodeStatePaper(bytes: Buffer, taskId: string, paperId: string): { doc: RuntimeStatePaper; run: RunState } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new RestoreFailure('invalid_state', `state paper ${paperId} is not JSON`, { paperId });
+  }
+  const validate = schemaValidator('runtime-state.schema.json');
+  if (!validate(parsed)) {
+    throw new RestoreFailure('invalid_state', `state paper ${paperId} does not match runtime-state.schema.json: ${describeViolations(schemaViolations(validate.errors))}`, { paperId });
+  }
+  const doc = parsed as RuntimeStatePaper;
+  if (doc.taskId !== taskId || doc.run.taskId !== taskId || doc.run.turn !== doc.turn) {
+    throw new RestoreFailure('wrong_task', `state paper ${paperId} belongs to another task or turn`, { paperId });
+  }
+  return { doc, run: doc.run as unknown as RunState };
+}

@@ -1,0 +1,549 @@
+/**
+ * One durable turn (seed 004 §2, DESIGN §5) of a task this worker holds the lease of.
+ *
+ * Commits (the number of units of work decides throughput; a turn with one read costs three):
+ *   C1  request paper + ordinal-0 intent (+ the notes the request carries) ......... turnJournal
+ *       — the model is called only after this commit, with no transaction open;
+ *   C2  response paper (the model call completed) + the first batch's tool intents . turnJournal
+ *       — before any tool runs (each later sequential batch commits its intents the same way;
+ *       a response with no tool call is written by C3 instead);
+ *   C3  tool outcomes + offloaded results + children + plan revision + question + state paper
+ *       + checkpoint + task transition + outbox + one ledger record ................. here.
+ *
+ * What each crash point leaves behind, and how the next worker continues (the recovery
+ * contract the crash matrix tests):
+ *   after_intent        C1 only. The intent has no response: the model is asked (the first real
+ *                       ask — nothing was asked before the kill).
+ *   after_model         C1 only; the answer died in memory. The model is asked again — the only
+ *                       case of a second ask, and only because no response was ever persisted.
+ *   after_response      C1+C2. The response is replayed from the journal (no ask); tools run
+ *                       under the call ids allocated before the crash.
+ *   after_tool_results  C1+C2; outcomes died in memory. Response replayed; reads whose outcome
+ *                       was never persisted run again under their original call id (they never
+ *                       completed); a write with an open intent would be withheld as unknown.
+ *   after_commit        C1+C2+C3 (or a claim's unit of work). The checkpoint is restored: nothing
+ *                       of that turn runs again; a redelivered message is an inbox duplicate.
+ */
+import { appendFileSync } from 'node:fs';
+import { budgetExhausted, EverdictError, isEverdictError, newId, payloadHash } from '@everdict/contracts';
+import { modelRequestFor, resumeRun, runTurn } from '@everdict/agent-runtime';
+import type { CallRecord, KernelClock, KernelDeps, RunContext, RunState, TurnResult } from '@everdict/agent-runtime';
+import type { ModelClient } from '@everdict/llm';
+import {
+  addNote,
+  askQuestion,
+  createChildTask,
+  parkWithBackoff,
+  recordPlanRevision,
+  reportRouteHealth,
+  unfinishedChildren,
+  writeTurn,
+} from '@everdict/store';
+import type { FenceToken, GraphTaskRow, JournalCommitter, LedgerHead, NoteRow, OutboxWrite, Store, StoredCall, TransitionWrite, UnitOfWork } from '@everdict/store';
+import type { Logger } from 'pino';
+import type { AgentView, Catalog } from './catalog.js';
+import { buildSummary, cutIndex, needsCompaction, summaryBytes, summaryMessage, summaryMisses, SUMMARY_SCHEMA } from './compaction.js';
+import type { CrashPoints } from './crashpoints.js';
+import { nextProviderAttempt, settle } from './decisions.js';
+import type { Transition } from './decisions.js';
+import { outboxRow, send, sendRunnable } from './envelopes.js';
+import type { TurnMetrics } from './metrics.js';
+import { noteDecision, notesMessage } from './notes.js';
+import { providerBackoffMs } from './settings.js';
+import { stateDocument, statePaper } from './statePaper.js';
+import type { HostState } from './statePaper.js';
+import { committedHandoff, deferredSubAgents, paperResultStore, TurnBuffer } from './turnBuffer.js';
+import { modelIntentRow, TurnJournal } from './turnJournal.js';
+import type { IntentRow } from './turnJournal.js';
+import type { ToolTiming } from './tools.js';
+import { versionsHash } from './versions.js';
+
+/** A task held by this worker between turns of one activation. */
+export interface TaskRun {
+  readonly task: GraphTaskRow;
+  readonly token: FenceToken;
+  readonly rootTaskId: string;
+  readonly view: AgentView;
+  readonly runCtx: RunContext;
+  run: RunState;
+  host: HostState;
+  /** Journal rows of run.turn found at restore; the next turn consumes them. */
+  stored: Map<number, StoredCall>;
+  /** Notes the next turn's request carries (pinned to it with its intent). */
+  notes: NoteRow[];
+  /** Whether a checkpoint row exists for run.turn. */
+  checkpointed: boolean;
+  /** The model intent of run.turn, written by the previous turn's commit (null: not written). */
+  prewritten: CallRecord | null;
+  /** The case's ledger head as this activation last appended it (null: unknown). */
+  ledgerHead: LedgerHead | null;
+  /** Turns committed in this activation. */
+  turns: number;
+}
+
+export interface TurnTiming extends ToolTiming {
+  modelMs: number;
+  toolMs: number;
+}
+
+/** What every turn of this process shares. */
+export interface TurnEnv {
+  readonly store: Store;
+  /** Group commit of the hot-path turn writes (one statement for many tasks). */
+  readonly committer: JournalCommitter;
+  readonly catalog: Catalog;
+  readonly crash: CrashPoints;
+  readonly metrics: TurnMetrics;
+  readonly clock: KernelClock;
+  /** Running turns' timing sinks, by task id (tools report into them). */
+  readonly timings: Map<string, TurnTiming>;
+  /** EVERDICT_MODEL_LOG: one JSON line per real model call (tests count asks per turn). */
+  readonly modelLog: string | null;
+  readonly logger: Logger;
+  /** Last health this process reported per route (a report is written only on a change). */
+  readonly routeHealth: Map<string, boolean>;
+}
+
+export type TurnEnd = { readonly ended: false } | { readonly ended: true; readonly outcome: 'completed' | 'failed' | 'parked' | 'released' | 'cancelled' };
+
+function timing(): TurnTiming {
+  const t: TurnTiming = {
+    modelMs: 0,
+    toolMs: 0,
+    addToolMs(ms) {
+      t.toolMs += ms;
+    },
+  };
+  return t;
+}
+
+/** The route's client, timed, and logging every real ask when EVERDICT_MODEL_LOG is set. */
+function instrumented(inner: ModelClient, t: TurnTiming, log: string | null, key: { taskId: string; turn: number }): ModelClient {
+  return {
+    route: inner.route,
+    async complete(req, opts) {
+      if (log) appendFileSync(log, `${JSON.stringify({ taskId: key.taskId, turn: key.turn, route: inner.route.name, at: Date.now() })}\n`);
+      const started = performance.now();
+      try {
+        return await inner.complete(req, opts);
+      } finally {
+        t.modelMs += performance.now() - started;
+      }
+    },
+  };
+}
+
+/** Runs one turn and commits it. Throws StaleFence if the lease was lost. */
+export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: AbortSignal; release: boolean }): Promise<TurnEnd> {
+  const started = performance.now();
+  let commits = 0;
+  const onCommit = () => void commits++;
+  const turnNo = tr.run.turn;
+  const taskId = tr.task.id;
+  const notes = tr.notes;
+  const stored = tr.stored;
+  const prewritten = tr.prewritten;
+  tr.notes = [];
+  tr.stored = new Map();
+  tr.prewritten = null;
+
+  let run = tr.run;
+  let host = tr.host;
+  const text = notesMessage(notes);
+  if (text !== null) {
+    run = { ...run, messages: [...run.messages, { role: 'user', content: text }] };
+    host = { ...host, decisions: [...host.decisions, ...notes.map((n) => noteDecision(n, turnNo)).filter((d) => d !== null)] };
+  }
+
+  const t = timing();
+  env.timings.set(taskId, t);
+  const journal = new TurnJournal({
+    store: env.store,
+    committer: env.committer,
+    token: tr.token,
+    caseId: tr.task.case_id,
+    turn: turnNo,
+    versions: tr.view.versions,
+    route: tr.view.model.route.name,
+    registry: tr.view.registry,
+    stored,
+    prewritten,
+    notesToPin: notes.map((n) => n.seq),
+    crash: env.crash,
+    onCommit,
+  });
+  const buffer = new TurnBuffer();
+  const deps: KernelDeps = {
+    model: instrumented(tr.view.model, t, env.modelLog, { taskId, turn: turnNo }),
+    journal,
+    tools: tr.view.registry,
+    results: paperResultStore(env.store.db, tr.task.case_id, buffer),
+    clock: env.clock,
+    subAgents: deferredSubAgents(buffer),
+    handoff: committedHandoff(buffer),
+  };
+
+  let result: TurnResult;
+  try {
+    result = await runTurn(deps, tr.runCtx, run, { signal: opts.signal });
+  } catch (err) {
+    if (isEverdictError(err) && err.code === 'journal_request_mismatch') {
+      // The journal answered this turn for a different request (the agent changed mid-turn):
+      // the recorded response stands and nobody guesses — an operator decides.
+      await parkWithoutTurn(env, tr, 'capability_gap', { kind: 'journal_request_mismatch', turn: turnNo });
+      return { ended: true, outcome: 'parked' };
+    }
+    throw err;
+  } finally {
+    env.timings.delete(taskId);
+  }
+  if (journal.ranTools) env.crash.reach('after_tool_results', { taskId, turn: turnNo });
+
+  const committed = await commitTurn(env, tr, { result, journal, buffer, host, before: run, release: opts.release, onCommit });
+  env.crash.reach('after_commit', { taskId, turn: turnNo });
+  await noteRouteHealth(env, tr, result);
+
+  const wallMs = performance.now() - started;
+  env.metrics.turn(committed.end.ended ? committed.end.outcome : 'continued', wallMs / 1000, Math.max(0, wallMs - t.modelMs - t.toolMs) / 1000, commits);
+  tr.turns++;
+  return committed.end;
+}
+
+interface Produced {
+  readonly result: TurnResult;
+  readonly journal: TurnJournal;
+  readonly buffer: TurnBuffer;
+  readonly host: HostState;
+  readonly before: RunState;
+  readonly release: boolean;
+  readonly onCommit: () => void;
+}
+
+/**
+ * The model intent of the NEXT turn, when the activation goes on with it: written by this
+ * turn's commit (C1 of the next turn folded into C3 of this one). It is the exact request the
+ * kernel will build from the committed state — same system prompt, messages, tool schemas and
+ * route — and the kernel finds it in the journal before it calls the model. Should the next
+ * request differ after all, the unanswered intent is superseded before the call (turnJournal).
+ */
+function nextIntent(tr: TaskRun, next: RunState): { row: IntentRow; record: CallRecord } | null {
+  if (next.settlement !== null || budgetExhausted(tr.runCtx.envelope.budget, next.usage).exhausted) return null;
+  const requestDoc = { route: tr.view.model.route, request: modelRequestFor({ tools: tr.view.registry }, tr.runCtx, next) };
+  const row = modelIntentRow(
+    { taskId: tr.task.id, turn: next.turn, ordinal: 0, callId: newId(), kind: 'model', name: tr.view.model.route.name, request: requestDoc, requestHash: '' },
+    tr.view.model.route.name,
+    tr.view.versions,
+  );
+  const record: CallRecord = {
+    taskId: tr.task.id,
+    turn: next.turn,
+    ordinal: 0,
+    callId: row.call.id,
+    kind: 'model',
+    name: tr.view.model.route.name,
+    request: requestDoc,
+    requestHash: row.request.contentHash,
+    status: 'intent',
+    response: null,
+    responseHash: null,
+  };
+  return { row, record };
+}
+
+/** The lease release (and its message) a simple transition writes with the turn; null for continue. */
+function leaseRelease(tr: TaskRun, t: Transition): { transition: TransitionWrite; outbox: OutboxWrite[] } | null {
+  const { task } = tr;
+  switch (t.kind) {
+    case 'finish':
+      return {
+        transition: { state: t.state, parkReason: null, parkDetail: null, wakeAfterMs: null },
+        outbox: [
+          outboxRow(
+            'task.finished',
+            { taskId: task.id, parentTaskId: task.parent_id, outcome: t.state, ...(t.summary ? { summary: t.summary } : {}), ...(t.failureCode ? { failureCode: t.failureCode.replace(/[^a-z0-9_]/g, '_') } : {}) },
+            { caseId: task.case_id, from: task },
+          ),
+        ],
+      };
+    case 'release':
+      return { transition: { state: 'open', parkReason: null, parkDetail: null, wakeAfterMs: null }, outbox: [outboxRow('task.runnable', { taskId: task.id, reason: 'retry' }, { caseId: task.case_id, from: task })] };
+    case 'park':
+      return { transition: { state: 'parked', parkReason: t.reason, parkDetail: t.detail, wakeAfterMs: t.backoffMs }, outbox: [] };
+    default:
+      return null;
+  }
+}
+
+const transitionLabel = (t: Transition) => (t.kind === 'park' ? `park:${t.reason}` : t.kind === 'finish' ? `finish:${t.state}` : t.kind);
+
+/**
+ * C3: everything the turn produced, the checkpoint, the transition and the outbox, as one unit.
+ * A turn that simply goes on (no children, plan, compaction or transition) commits as ONE fenced
+ * statement (journal outcomes, state paper, checkpoint, the next turn's model intent and the
+ * turn's ledger record); anything else commits as a unit of work.
+ */
+async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end: TurnEnd }> {
+  const { result, journal, buffer } = p;
+  const { token, task } = tr;
+  const caseId = task.case_id;
+  const consumed = result.state.turn > p.before.turn;
+  const model = journal.modelRecord();
+  const unknownCalls = journal.all().filter((r) => r.status === 'unknown').map((r) => r.callId);
+  let host: HostState = { ...p.host, contextHash: model?.requestHash || p.host.contextHash, pending: { ...p.host.pending, calls: unknownCalls } };
+  let next = result.state;
+  const planChanged = next.plan !== null && next.plan.revision !== p.before.plan?.revision;
+  const compacting = consumed && needsCompaction(next, tr.view.profile.compaction);
+  const writeCheckpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);
+
+  const decide = (cancelRequested: 'hard' | 'soft' | null, unfinished: number) =>
+    settle({
+      settlement: result.settlement,
+      cancelRequested,
+      release: p.release,
+      unfinishedChildren: unfinished,
+      route: tr.view.model.route.name,
+      providerAttempt: nextProviderAttempt(task.park_reason, task.park_detail),
+      backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
+    });
+
+  /** The journal/checkpoint/ledger write of this turn, given the transition it is committed with. */
+  const turnWrite = (transition: Transition) => {
+    const intent = transition.kind === 'continue' ? nextIntent(tr, next) : null;
+    const state = writeCheckpoint ? statePaper(stateDocument(caseId, host, next)) : null;
+    const outcomes = journal.pendingOutcomes();
+    return {
+      intent,
+      write: {
+        papers: [...outcomes.map((o) => o.response), ...buffer.papers, ...(state ? [state] : []), ...(intent ? [intent.row.request] : [])],
+        completions: outcomes.map((o) => o.done),
+        intents: intent ? [intent.row.call] : [],
+        checkpoint: state ? { turn: next.turn, statePaperId: state.id, stateHash: state.contentHash, contextHash: host.contextHash, versions: tr.view.versions } : null,
+        ledger: {
+          kind: 'turn',
+          body: {
+            taskId: task.id,
+            turn: p.before.turn,
+            epoch: token.epoch,
+            route: model ? tr.view.model.route.name : null,
+            requestHash: model?.requestHash ?? null,
+            responseHash: model?.responseHash ?? null,
+            stateHash: state?.contentHash ?? null,
+            checkpointTurn: state ? next.turn : null,
+            versions: versionsHash(tr.view.versions),
+            calls: journal.all().map((r) => ({ ordinal: r.ordinal, callId: r.callId, name: r.name, status: r.status })),
+            children: buffer.children.map((c) => c.childTaskId),
+            plan: planChanged && next.plan ? next.plan.revision : null,
+            transition: transitionLabel(transition),
+          },
+        },
+      },
+    };
+  };
+
+  let transition = decide(null, 0);
+  let prewritten: CallRecord | null;
+  let resumeSeq: number | null = null;
+  const simple = transition.kind === 'continue' || transition.kind === 'finish' || transition.kind === 'release' || (transition.kind === 'park' && !transition.ask);
+
+  if (simple && buffer.children.length === 0 && !planChanged && !compacting) {
+    // The hot path: the turn (and a transition that ends the activation) as part of one
+    // group-commit statement, with its outbox row.
+    const { intent, write } = turnWrite(transition);
+    const release = leaseRelease(tr, transition);
+    const done = await env.committer.write(token, caseId, { ...write, transition: release?.transition ?? null, outbox: release?.outbox ?? [] }, tr.ledgerHead);
+    tr.ledgerHead = done.head;
+    prewritten = intent?.record ?? null;
+    if (transition.kind === 'continue' && done.cancelRequested === 'soft') {
+      // A soft cancel stops the task at this checkpoint (the written next intent stays unanswered).
+      transition = decide('soft', 0);
+      prewritten = null;
+      const parked = transition;
+      await env.store.unitOfWork(async (uow) => {
+        await applyTransition(env, uow, tr, parked, next);
+        await uow.appendLedger(caseId, { kind: 'task_parked', body: { taskId: task.id, epoch: token.epoch, transition: transitionLabel(parked) } });
+      });
+      tr.ledgerHead = null;
+    }
+  } else {
+    const outcome = await env.store.unitOfWork(async (uow) => {
+      if (compacting) {
+        const compacted = await compact(uow, tr, next, host);
+        next = compacted.run;
+        host = compacted.host;
+      }
+      // Children placed by this very commit count as unfinished: they are created below.
+      const unfinished = result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children' ? (await unfinishedChildren(uow, task.id)) + buffer.children.length : 0;
+      let tx = decide(null, unfinished);
+      const { intent, write } = turnWrite(tx);
+      const done = await writeTurn(uow, token, caseId, write);
+      let extraLedger = false;
+      // A soft cancel noticed under the fence lock stops the task at this checkpoint.
+      const final = decide(done.cancelRequested, unfinished);
+      if (transitionLabel(final) !== transitionLabel(tx)) {
+        tx = final;
+        extraLedger = true;
+        await uow.appendLedger(caseId, { kind: 'task_parked', body: { taskId: task.id, epoch: token.epoch, transition: transitionLabel(final) } });
+      }
+      for (const child of buffer.children) await placeChild(env, uow, tr, child);
+      if (planChanged && next.plan) {
+        const steps = next.plan.steps.map((s) => ({ stepId: s.id, title: s.title.slice(0, 200), dependsOn: [...new Set(s.dependsOn)] }));
+        const planHash = payloadHash({ taskId: task.id, revision: next.plan.revision, steps });
+        await recordPlanRevision(uow, token, { revision: next.plan.revision, planHash, steps, rowVersion: done.rowVersion });
+        if (task.parent_id !== null) {
+          // Only the root asks a human; a child's plan goes to its immediate parent (§11.3).
+          await send(
+            uow,
+            'plan.submitted',
+            { taskId: task.id, parentTaskId: task.parent_id, revision: next.plan.revision, expectedRevision: next.plan.revision - 1, rowVersion: done.rowVersion, planHash, steps, ...(next.plan.note ? { summary: next.plan.note.slice(0, 4000) } : {}) },
+            { caseId, from: task, fence: token },
+          );
+        }
+      }
+      const questionId = await applyTransition(env, uow, tr, tx, next);
+      if (questionId !== null) {
+        extraLedger = true;
+        await uow.appendLedger(caseId, { kind: 'question_asked', body: { taskId: task.id, questionId, askedBy: tr.rootTaskId } });
+      }
+      const seq = tx.kind === 'resume_now' ? await addNote(uow, task.id, 'info', { text: tx.note }, null) : null;
+      return { tx, seq, head: extraLedger ? null : done.head, prewritten: tx.kind === 'continue' ? (intent?.record ?? null) : null };
+    });
+    transition = outcome.tx;
+    resumeSeq = outcome.seq;
+    prewritten = outcome.prewritten;
+    tr.ledgerHead = outcome.head;
+  }
+  p.onCommit();
+
+  tr.host = host;
+  tr.run = next;
+  tr.prewritten = prewritten;
+  if (writeCheckpoint) tr.checkpointed = true;
+  switch (transition.kind) {
+    case 'continue':
+      return { end: { ended: false } };
+    case 'resume_now':
+      tr.run = resumeRun(next);
+      if (resumeSeq !== null) tr.notes = [{ seq: resumeSeq, kind: 'info', body: { text: transition.note }, consumed_turn: null }];
+      return { end: { ended: false } };
+    case 'release':
+      return { end: { ended: true, outcome: 'released' } };
+    case 'park':
+      return { end: { ended: true, outcome: 'parked' } };
+    case 'finish':
+      return { end: { ended: true, outcome: transition.state === 'done' ? 'completed' : transition.state === 'failed' ? 'failed' : 'cancelled' } };
+  }
+}
+
+/** Creates a child task under the parent's fence and makes it runnable (idempotent per spawn call). */
+async function placeChild(env: TurnEnv, uow: UnitOfWork, tr: TaskRun, child: TurnBuffer['children'][number]): Promise<void> {
+  const task = tr.task;
+  const childProfile = env.catalog.childProfileOf(task.profile);
+  const profile = env.catalog.profile(childProfile);
+  const created = await createChildTask(uow, tr.token, {
+    id: child.childTaskId,
+    caseId: task.case_id,
+    parentId: task.id,
+    rootTaskId: tr.rootTaskId,
+    depth: child.depth,
+    ancestry: [...task.ancestry, task.id],
+    spawnCallId: child.spawnCallId,
+    profile: childProfile,
+    profileVersion: profile.version,
+    objective: { text: child.objective },
+    // The narrowed execution context (§3): the parent's envelope verbatim (K4: its budget
+    // re-counts from zero), the declared tools, the papers and grants it may use.
+    context: { envelope: child.envelope, mode: child.mode, tools: child.toolNames, permittedPapers: [], grants: [] },
+  });
+  if (created) await sendRunnable(uow, { id: child.childTaskId, case_id: task.case_id }, 'opened', task, tr.token);
+}
+
+/** Replaces the earlier messages by a derived summary paper, if the summary keeps everything. */
+async function compact(uow: UnitOfWork, tr: TaskRun, run: RunState, host: HostState): Promise<{ run: RunState; host: HostState }> {
+  const limit = tr.view.profile.compaction!;
+  const cut = cutIndex(run.messages, limit.keepRecent ?? Math.max(2, Math.floor(limit.maxMessages / 2)));
+  if (cut <= 1) return { run, host };
+  const summary = buildSummary(run, host, run.messages.slice(0, cut));
+  if (summaryMisses(summary, run, host).length > 0) return { run, host }; // keep the previous summary
+  const paper = await uow.putPaper({ caseId: tr.task.case_id, kind: 'derived', name: `tasks/${tr.task.id}/summary`, schemaId: SUMMARY_SCHEMA, bytes: summaryBytes(summary) });
+  return {
+    run: { ...run, messages: [summaryMessage(summary, paper), ...run.messages.slice(cut)] },
+    host: { ...host, summary: { paperId: paper.paperId, revision: paper.revision, turn: run.turn } },
+  };
+}
+
+/** Performs the transition under the fence; returns the id of a question it asked. */
+async function applyTransition(env: TurnEnv, uow: UnitOfWork, tr: TaskRun, tx: Transition, run: RunState): Promise<string | null> {
+  const { token, task } = tr;
+  switch (tx.kind) {
+    case 'continue':
+    case 'resume_now':
+      return null;
+    case 'release':
+      await uow.transitionTask(token, { state: 'open' });
+      await sendRunnable(uow, task, 'retry', task, token);
+      return null;
+    case 'finish':
+      await uow.transitionTask(token, { state: tx.state });
+      await send(
+        uow,
+        'task.finished',
+        { taskId: task.id, parentTaskId: task.parent_id, outcome: tx.state, ...(tx.summary ? { summary: tx.summary } : {}), ...(tx.failureCode ? { failureCode: tx.failureCode.replace(/[^a-z0-9_]/g, '_') } : {}) },
+        { caseId: task.case_id, from: task, fence: token },
+      );
+      return null;
+    case 'park': {
+      let questionId: string | null = null;
+      let detail: Record<string, unknown> = { ...tx.detail };
+      if (tx.ask) {
+        questionId = newId();
+        const q = run.wait?.question ?? null;
+        const reason = run.wait?.reason ?? 'the agent needs an answer';
+        await askQuestion(uow, token, {
+          id: questionId,
+          caseId: task.case_id,
+          taskId: task.id,
+          // Only the root asks a human: a sub-agent's question goes out under its root (§11.3).
+          askedBy: tr.rootTaskId,
+          kind: 'agent',
+          gap: q?.gap ?? reason,
+          checked: q ? [q.checked] : [],
+          dependsOn: q ? [q.dependsOn] : [],
+          alternatives: q ? [...q.alternatives] : [],
+          decisionNeeded: q?.decisionNeeded ?? reason,
+        });
+        detail = { ...detail, questionId };
+      }
+      if (tx.backoffMs !== null) await parkWithBackoff(uow, token, tx.reason, detail, tx.backoffMs);
+      else await uow.transitionTask(token, { state: 'parked', parkReason: tx.reason, parkDetail: detail });
+      return questionId;
+    }
+  }
+}
+
+/** Parks the held task without running a turn (restore failure, version decision, mismatch). */
+export async function parkWithoutTurn(env: TurnEnv, tr: { task: GraphTaskRow; token: FenceToken }, reason: 'capability_gap' | 'question', detail: Record<string, unknown>, before?: (uow: UnitOfWork) => Promise<void>): Promise<void> {
+  await env.store.unitOfWork(async (uow) => {
+    await uow.requireFence(tr.token, 'park_task');
+    await before?.(uow);
+    await uow.transitionTask(tr.token, { state: 'parked', parkReason: reason, parkDetail: detail });
+    await uow.appendLedger(tr.task.case_id, { kind: 'task_parked', body: { taskId: tr.task.id, epoch: tr.token.epoch, reason, detail } });
+  });
+}
+
+/** The provider health signal: written only when this process sees a route change state. */
+async function noteRouteHealth(env: TurnEnv, tr: TaskRun, result: TurnResult): Promise<void> {
+  const route = tr.view.model.route.name;
+  let ok: boolean | null = null;
+  for (const e of result.events) {
+    if (e.type === 'model_call' && !e.replayed) ok = true;
+    if (e.type === 'model_error' && (e.kind === 'provider_down' || e.kind === 'retryable')) ok = false;
+  }
+  if (ok === null || env.routeHealth.get(route) === ok) return;
+  env.routeHealth.set(route, ok);
+  await reportRouteHealth(env.store.db, route, ok).catch((err: unknown) => env.logger.warn({ route, err: String(err) }, 'route health not recorded'));
+}
+
+/** A fresh EverdictError for a task whose state says it cannot run (defensive). */
+export function notRunnable(taskId: string, why: string): EverdictError {
+  return new EverdictError('task_not_runnable', `task ${taskId} cannot run: ${why}`, { details: { taskId } });
+}

@@ -1,0 +1,288 @@
+/**
+ * The kernel's Journal port on Postgres, for ONE turn of one task, grouping writes so a turn
+ * costs few commits (seed 004 §2.1; the commit plan is in turn.ts):
+ *
+ *   C1  recordIntent(ordinal 0)  → request paper + model intent (+ pinned notes), committed
+ *                                  BEFORE the model is called;
+ *   C2  first tool intents       → the model's response + every intent of the first batch of
+ *                                  calls, committed BEFORE any of them runs (later batches
+ *                                  commit their intents the same way before they run);
+ *   C3  tool outcomes            → buffered here and written by the turn's final unit of work
+ *                                  with the checkpoint and outbox (turn.ts), never before.
+ *
+ * A call already in the journal (a resumed turn) is answered from the journal: a completed call
+ * is replayed, never executed again; an open intent keeps its call id.
+ */
+import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
+import type { CallStatus } from '@everdict/contracts';
+import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
+import { newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
+import type { CallCompletion, FenceToken, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
+import type { CrashPoints } from './crashpoints.js';
+import { RestoreFailure } from './statePaper.js';
+import type { Versions } from './versions.js';
+
+export const PAPER_SCHEMAS = {
+  modelRequest: 'everdict/model-request.v1',
+  modelResponse: 'everdict/model-response.v1',
+  toolRequest: 'everdict/tool-request.v1',
+  toolResult: 'everdict/tool-result.v1',
+} as const;
+
+export interface TurnScope {
+  readonly store: Store;
+  /** Group commit shared by the process's running turns. */
+  readonly committer: JournalCommitter;
+  readonly token: FenceToken;
+  readonly caseId: string;
+  readonly turn: number;
+  readonly versions: Versions;
+  /** The route serving this turn's model call (recorded on the call). */
+  readonly route: string;
+  readonly registry: ToolRegistry;
+  /** The journal rows of this turn found at restore (empty for a fresh turn). */
+  readonly stored: ReadonlyMap<number, StoredCall>;
+  /** The model intent the previous turn's commit already wrote for this turn, if any. */
+  readonly prewritten: CallRecord | null;
+  /** Notes the turn's request carries, pinned to it with the model intent. */
+  readonly notesToPin: readonly number[];
+  readonly crash: CrashPoints;
+  /** Counts this turn's commits (the benchmark's commits per turn). */
+  readonly onCommit: () => void;
+}
+
+export interface PendingOutcome {
+  readonly done: CallCompletion;
+  readonly response: NewPaper;
+}
+
+/** A call intent row and its request paper, ready for `writeTurn`. */
+export interface IntentRow {
+  readonly call: NewCallIntent;
+  readonly request: NewPaper;
+}
+
+function parse(bytes: Buffer | null, callId: string): unknown {
+  if (bytes === null) return null;
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    throw new RestoreFailure('journal_corrupt', `journal paper of call ${callId} is not JSON`, { callId });
+  }
+}
+
+function recordOf(taskId: string, s: StoredCall): CallRecord {
+  return {
+    taskId,
+    turn: s.turn,
+    ordinal: s.ordinal,
+    callId: s.id,
+    kind: s.ordinal === 0 ? 'model' : 'tool',
+    name: s.toolName ?? s.route ?? '',
+    request: parse(s.request, s.id),
+    requestHash: s.requestHash ?? '',
+    status: s.status as CallStatus,
+    response: parse(s.response, s.id),
+    responseHash: s.responseHash,
+  };
+}
+
+const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
+
+/** The journal row of a model intent: its exact request as a paper, the route and versions. */
+export function modelIntentRow(intent: CallIntent, route: string, versions: Versions): IntentRow {
+  const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.modelRequest, bytes: bytesOf(intent.request) });
+  return {
+    call: { id: intent.callId, turn: intent.turn, ordinal: 0, kind: 'model', toolName: null, requestPaperId: request.id, requestHash: request.contentHash, route, versions },
+    request,
+  };
+}
+
+export class TurnJournal implements Journal {
+  private readonly records = new Map<number, CallRecord>();
+  private modelOutcome: { record: CallRecord; outcome: CallOutcome; written: boolean } | null = null;
+  private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome }[] = [];
+  private queue: { intent: CallIntent; resolve: (r: CallRecord) => void; reject: (e: unknown) => void }[] = [];
+  private flushScheduled = false;
+  /** Whether any tool outcome was produced in this process (the after_tool_results point). */
+  ranTools = false;
+
+  constructor(private readonly scope: TurnScope) {
+    for (const [ordinal, s] of scope.stored) this.records.set(ordinal, recordOf(scope.token.taskId, s));
+    if (scope.prewritten && !this.records.has(0)) this.records.set(0, scope.prewritten);
+  }
+
+  async recordIntent(intent: CallIntent): Promise<CallRecord> {
+    this.checkKey(intent);
+    if (intent.ordinal === 0) return this.recordModelIntent(intent);
+    const existing = this.records.get(intent.ordinal);
+    if (existing) return existing;
+    return new Promise<CallRecord>((resolve, reject) => {
+      this.queue.push({ intent, resolve, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        // Intents of one parallel batch arrive in the same tick: they commit together.
+        queueMicrotask(() => void this.flush());
+      }
+    });
+  }
+
+  async recordOutcome(key: JournalKey & { readonly callId: string }, outcome: CallOutcome): Promise<void> {
+    this.checkKey(key);
+    const rec = this.records.get(key.ordinal);
+    if (!rec || rec.callId !== key.callId) throw new EverdictError('journal_unknown_call', `no intent for call ${key.callId}`, { details: { callId: key.callId } });
+    if (rec.status !== 'intent' && !(rec.kind === 'model' && rec.status === 'failed')) {
+      if (rec.status === outcome.status && rec.responseHash === outcome.responseHash) return;
+      throw new EverdictError('journal_outcome_conflict', `call ${key.callId} already settled as ${rec.status}`, { details: { callId: key.callId } });
+    }
+    const settled: CallRecord = { ...rec, status: outcome.status, response: outcome.response, responseHash: outcome.responseHash };
+    this.records.set(key.ordinal, settled);
+    if (key.ordinal === 0) {
+      this.modelOutcome = { record: settled, outcome, written: false };
+      if (outcome.status === 'completed') this.scope.crash.reach('after_model', { taskId: key.taskId, turn: key.turn });
+      return;
+    }
+    this.ranTools = true;
+    this.toolOutcomes.push({ record: settled, outcome });
+  }
+
+  /** Outcomes the turn's final unit of work must write (response papers + completions). */
+  pendingOutcomes(): PendingOutcome[] {
+    const out: PendingOutcome[] = [];
+    if (this.modelOutcome && !this.modelOutcome.written) out.push(this.completion(this.modelOutcome.record, this.modelOutcome.outcome));
+    for (const t of this.toolOutcomes) out.push(this.completion(t.record, t.outcome));
+    return out;
+  }
+
+  /** The model call's record of this turn, if any (route, hashes for the ledger). */
+  modelRecord(): CallRecord | undefined {
+    return this.records.get(0);
+  }
+
+  /** All records of this turn in ordinal order. */
+  all(): CallRecord[] {
+    return [...this.records.values()].sort((a, b) => a.ordinal - b.ordinal);
+  }
+
+  private checkKey(key: JournalKey): void {
+    if (key.taskId !== this.scope.token.taskId || key.turn !== this.scope.turn) {
+      throw new EverdictError('journal_scope', `journal of task ${this.scope.token.taskId} turn ${this.scope.turn} got a call for another turn`, { details: { field: 'turn' } });
+    }
+  }
+
+  private kindOf(intent: CallIntent): NewCallIntent['kind'] {
+    if (intent.ordinal === 0) return 'model';
+    const d = this.scope.registry.descriptor(intent.name);
+    if (d?.intrinsic === true) return 'control';
+    return d?.access === 'write' ? 'effect' : 'read';
+  }
+
+  private intentRow(intent: CallIntent): IntentRow {
+    if (intent.ordinal === 0) return modelIntentRow(intent, this.scope.route, this.scope.versions);
+    const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.toolRequest, bytes: bytesOf(intent.request) });
+    return {
+      call: {
+        id: intent.callId,
+        turn: intent.turn,
+        ordinal: intent.ordinal,
+        kind: this.kindOf(intent),
+        toolName: intent.name,
+        requestPaperId: request.id,
+        requestHash: request.contentHash,
+        route: null,
+        versions: this.scope.versions,
+      },
+      request,
+    };
+  }
+
+
+  private completion(rec: CallRecord, outcome: CallOutcome): PendingOutcome {
+    const isModel = rec.ordinal === 0;
+    const response = newPaper({
+      kind: 'artefact',
+      name: `calls/${rec.callId}/response/${newId()}`,
+      schemaId: isModel ? PAPER_SCHEMAS.modelResponse : PAPER_SCHEMAS.toolResult,
+      bytes: bytesOf(outcome.response),
+    });
+    const r = outcome.response as { outcome?: unknown; error?: { kind?: unknown } } | null;
+    const outcomeClass = isModel ? (outcome.status === 'completed' ? 'ok' : String(r?.error?.kind ?? 'failed')) : typeof r?.outcome === 'string' ? r.outcome : null;
+    return {
+      done: { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass },
+      response,
+    };
+  }
+
+  /**
+   * C1: the exact request and the ordinal-0 intent, durable before the model is asked. An intent
+   * already in the journal (a resumed turn, or written by the previous turn's commit) is used
+   * as it is; an unanswered one whose request differs from the one about to be sent is
+   * superseded first, so the journal always holds the bytes the model really got.
+   */
+  private async recordModelIntent(intent: CallIntent): Promise<CallRecord> {
+    const { store, token, caseId } = this.scope;
+    const existing = this.records.get(0);
+    if (existing?.status === 'completed') return existing;
+    let rec: CallRecord;
+    if (existing) {
+      rec = existing;
+      if (existing.requestHash !== intent.requestHash) {
+        const row = this.intentRow({ ...intent, callId: existing.callId });
+        await store.unitOfWork(async (uow) => {
+          await supersedeIntent(uow, token, caseId, existing.callId, row.request, this.scope.route, this.scope.versions);
+          await pinNotesToTurn(uow, token, this.scope.turn, this.scope.notesToPin);
+        });
+        this.scope.onCommit();
+        rec = { ...existing, request: intent.request, requestHash: row.request.contentHash };
+      } else if (this.scope.notesToPin.length > 0) {
+        await store.unitOfWork((uow) => pinNotesToTurn(uow, token, this.scope.turn, this.scope.notesToPin));
+        this.scope.onCommit();
+      }
+    } else {
+      const row = this.intentRow(intent);
+      const write = { papers: [row.request], completions: [], intents: [row.call], checkpoint: null, ledger: null };
+      if (this.scope.notesToPin.length === 0) {
+        await this.scope.committer.write(token, caseId, write, null);
+      } else {
+        await store.unitOfWork(async (uow) => {
+          await writeTurn(uow, token, caseId, write);
+          await pinNotesToTurn(uow, token, this.scope.turn, this.scope.notesToPin);
+        });
+      }
+      this.scope.onCommit();
+      rec = { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null };
+    }
+    this.records.set(0, rec);
+    this.scope.crash.reach('after_intent', { taskId: intent.taskId, turn: intent.turn });
+    return rec;
+  }
+
+  /** C2: the model's response (if not yet durable) and a batch of tool intents, before dispatch. */
+  private async flush(): Promise<void> {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    const withResponse = this.modelOutcome !== null && !this.modelOutcome.written;
+    const { token, caseId } = this.scope;
+    try {
+      const rows = batch.map((b) => this.intentRow(b.intent));
+      const response = withResponse ? [this.completion(this.modelOutcome!.record, this.modelOutcome!.outcome)] : [];
+      await this.scope.committer.write(
+        token,
+        caseId,
+        { papers: [...response.map((r) => r.response), ...rows.map((r) => r.request)], completions: response.map((r) => r.done), intents: rows.map((r) => r.call), checkpoint: null, ledger: null },
+        null,
+      );
+      this.scope.onCommit();
+      if (withResponse) this.modelOutcome!.written = true;
+      batch.forEach((b, i) => {
+        const rec: CallRecord = { ...b.intent, requestHash: rows[i]!.request.contentHash, status: 'intent', response: null, responseHash: null };
+        this.records.set(b.intent.ordinal, rec);
+      });
+      if (withResponse) this.scope.crash.reach('after_response', { taskId: token.taskId, turn: this.scope.turn });
+      batch.forEach((b) => b.resolve(this.records.get(b.intent.ordinal)!));
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
+  }
+}

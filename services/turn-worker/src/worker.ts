@@ -1,0 +1,228 @@
+/**
+ * The turn-worker as a component: inbox consumer (its handlers claim tasks), activations (turns
+ * run after the claim committed), the lease keeper, the sweeper and an outbox relay. Ordered
+ * start and stop (pg-boss style): stop consuming first, let running turns reach their commit
+ * and release their tasks, then stop the keeper, the sweeper and the relay.
+ *
+ * Concurrency: at most `maxActiveTasks` deliveries-being-handled plus running activations at
+ * once. A delivery waits for a slot BEFORE its unit of work begins (so no transaction waits);
+ * a claim keeps its slot for the whole activation and returns it when the task parks, settles
+ * or is released. Deliveries beyond that stay unacked with the broker (prefetch), where
+ * another worker may take them.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { isEverdictError } from '@everdict/contracts';
+import { InboxConsumer, startOutboxRelay } from '@everdict/bus';
+import type { BusMetrics, OutboxRelay, Transport } from '@everdict/bus';
+import { JournalCommitter } from '@everdict/store';
+import type { Store } from '@everdict/store';
+import type { KernelClock } from '@everdict/agent-runtime';
+import type { Logger } from 'pino';
+import { runActivation } from './activation.js';
+import type { ActivationEnv, Claim } from './activation.js';
+import type { Catalog } from './catalog.js';
+import type { CrashPoints } from './crashpoints.js';
+import { sendRunnable } from './envelopes.js';
+import { turnWorkerHandlers } from './handlers.js';
+import { LeaseKeeper } from './leases.js';
+import type { TurnMetrics } from './metrics.js';
+import { Sweeper } from './sweeper.js';
+import { ensureProbeTable } from './tools.js';
+import type { TurnTiming } from './turn.js';
+
+export const SERVICE = 'turn-worker';
+
+/** A counting semaphore. */
+export class Slots {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(size: number) {
+    this.free = size;
+  }
+
+  acquire(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
+  }
+}
+
+export interface TurnWorkerOptions {
+  readonly store: Store;
+  readonly transport: Transport;
+  readonly catalog: Catalog;
+  readonly logger: Logger;
+  readonly metrics: TurnMetrics;
+  readonly busMetrics?: BusMetrics;
+  readonly crash: CrashPoints;
+  readonly clock: KernelClock;
+  readonly timings: Map<string, TurnTiming>;
+  /** Lease owner name (default host:pid:random). */
+  readonly owner?: string;
+  readonly modelLog?: string | null;
+}
+
+export class TurnWorker {
+  readonly owner: string;
+  private readonly claims = new Map<string, Claim>();
+  private readonly activations = new Set<Promise<void>>();
+  private readonly keeper: LeaseKeeper;
+  private readonly sweeper: Sweeper;
+  private readonly slots: Slots;
+  private readonly env: ActivationEnv;
+  private consumer: InboxConsumer | undefined;
+  private relay: OutboxRelay | undefined;
+  private draining = false;
+
+  constructor(private readonly opts: TurnWorkerOptions) {
+    this.owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    const settings = () => opts.catalog.settings;
+    this.keeper = new LeaseKeeper(opts.store, this.owner, () => settings().leaseTtlMs, opts.logger);
+    this.sweeper = new Sweeper(opts.store, () => settings().sweepIntervalMs, opts.metrics, opts.logger);
+    this.slots = new Slots(settings().maxActiveTasks);
+    const committer = new JournalCommitter(opts.store, { maxBatch: 200, concurrency: 2 });
+    opts.metrics.committer(committer);
+    this.env = {
+      store: opts.store,
+      committer,
+      catalog: opts.catalog,
+      crash: opts.crash,
+      metrics: opts.metrics,
+      clock: opts.clock,
+      timings: opts.timings,
+      modelLog: opts.modelLog ?? null,
+      logger: opts.logger,
+      routeHealth: new Map(),
+      draining: () => this.draining,
+    };
+  }
+
+  /** Tasks running right now. */
+  get active(): number {
+    return this.keeper.size;
+  }
+
+  async start(): Promise<void> {
+    if (this.opts.catalog.hasProbeTools()) await ensureProbeTable(this.opts.store.db);
+    this.keeper.start();
+    this.sweeper.start();
+    this.relay = await startOutboxRelay({ store: this.opts.store, transport: this.opts.transport, name: this.owner, logger: this.opts.logger, ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}) });
+    this.consumer = new InboxConsumer({
+      store: this.opts.store,
+      transport: this.gated(this.opts.transport),
+      service: SERVICE,
+      handlers: turnWorkerHandlers({ owner: this.owner, leaseTtlMs: () => this.opts.catalog.settings.leaseTtlMs, claims: this.claims, logger: this.opts.logger }),
+      prefetch: this.opts.catalog.settings.prefetch,
+      logger: this.opts.logger,
+      ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}),
+    });
+    await this.consumer.start();
+    this.opts.logger.info({ owner: this.owner, maxActiveTasks: this.opts.catalog.settings.maxActiveTasks }, 'turn-worker started');
+  }
+
+  /** Drain: no new deliveries; running turns finish and release their tasks; then stop. */
+  async stop(deadlineMs = 8_000): Promise<void> {
+    this.draining = true;
+    await this.consumer?.stop();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.activations]), new Promise((r) => (timer = setTimeout(r, deadlineMs)))]);
+    clearTimeout(timer);
+    await this.keeper.stop();
+    await this.sweeper.stop();
+    await this.relay?.stop();
+  }
+
+  /** The sweeper, for a one-shot pass (tests, the reconciler). */
+  sweepOnce(): Promise<{ expired: number; woken: number }> {
+    return this.sweeper.sweepOnce();
+  }
+
+  /**
+   * The transport as the consumer sees it: a delivery waits for a slot before its unit of work;
+   * when that unit of work claimed a task and committed, the activation starts with the slot.
+   */
+  private gated(inner: Transport): Transport {
+    return {
+      kind: inner.kind,
+      topology: inner.topology,
+      publish: (m) => inner.publish(m),
+      isReady: () => inner.isReady(),
+      close: () => inner.close(),
+      subscribe: (service, processor, subOpts) =>
+        inner.subscribe(
+          service,
+          async (d) => {
+            await this.slots.acquire();
+            let handedOver = false;
+            try {
+              const settlement = await processor(d);
+              const claim = d.messageId === undefined ? undefined : this.claims.get(d.messageId);
+              if (d.messageId !== undefined) this.claims.delete(d.messageId);
+              if (claim && settlement === 'ack') {
+                this.opts.crash.reach('after_commit', { taskId: claim.task.id, claim: true });
+                handedOver = true;
+                this.startActivation(claim);
+              }
+              return settlement;
+            } finally {
+              if (!handedOver) this.slots.release();
+            }
+          },
+          subOpts,
+        ),
+    };
+  }
+
+  private startActivation(claim: Claim): void {
+    const signal = this.keeper.hold(claim.token);
+    this.opts.metrics.activation(1);
+    const run = runActivation(this.env, claim, signal)
+      .catch((err: unknown) => this.activationFailed(claim, err, signal))
+      .finally(() => {
+        this.keeper.release(claim.task.id);
+        this.slots.release();
+        this.opts.metrics.activation(-1);
+        this.activations.delete(run);
+      });
+    this.activations.add(run);
+  }
+
+  /**
+   * A stale fence is the lease lost (counted by the store; another worker has the task). A
+   * transient failure gives the task back. Anything else parks it for an operator: a parked
+   * task is never failed for the runtime's own trouble, and it does not spin either.
+   */
+  private async activationFailed(claim: Claim, err: unknown, signal: AbortSignal): Promise<void> {
+    const { task, token } = claim;
+    if ((isEverdictError(err) && err.code === 'stale_fence') || signal.aborted) {
+      this.opts.logger.info({ taskId: task.id, epoch: token.epoch }, 'lease lost; a newer holder owns the task');
+      return;
+    }
+    const retryable = isEverdictError(err) && err.retryable;
+    this.opts.logger.error({ taskId: task.id, err: isEverdictError(err) ? { code: err.code, message: err.message } : String(err) }, retryable ? 'turn failed transiently; releasing the task' : 'turn failed; parking the task');
+    try {
+      await this.opts.store.unitOfWork(async (uow) => {
+        if (retryable) {
+          await uow.transitionTask(token, { state: 'open' });
+          await sendRunnable(uow, task, 'retry', task, token);
+        } else {
+          await uow.transitionTask(token, { state: 'parked', parkReason: 'capability_gap', parkDetail: { kind: 'runtime_error', code: isEverdictError(err) ? err.code : 'internal', message: String((err as Error)?.message ?? err).slice(0, 300) } });
+          await uow.appendLedger(task.case_id, { kind: 'task_parked', body: { taskId: task.id, reason: 'capability_gap', kind: 'runtime_error' } });
+        }
+      });
+    } catch (inner) {
+      // Most likely the lease is gone too; the sweeper makes the task runnable when it expires.
+      this.opts.logger.warn({ taskId: task.id, err: String(inner) }, 'could not hand the failed task back');
+    }
+  }
+}
