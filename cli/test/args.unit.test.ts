@@ -14,6 +14,7 @@ describe('cli arguments', () => {
 
   it('names an unknown or unavailable service', () => {
     expect(() => selectServices(['billing'])).toThrow(/unknown service "billing"/);
-    expect(() => selectServices(['gate'])).toThrow(/"gate" is not available/);
+    expect(() => selectServices(['intake'])).toThrow(/"intake" is not available/);
+    expect(selectServices(['gate', 'reconciler']).map((s) => s.name)).toEqual(['gate', 'reconciler']);
   });
 });
