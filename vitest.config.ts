@@ -1,3 +1,4 @@
+import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -6,7 +7,11 @@ const root = fileURLToPath(new URL('.', import.meta.url));
 // Workspace packages resolve to their TypeScript sources in tests, so a stale dist/ never
 // hides a change. Unit tests are pure and fast; integration tests talk to real Postgres and
 // RabbitMQ (TEST_DATABASE_URL, TEST_AMQP_URL) and isolate themselves per file.
-const alias = [{ find: /^@everdict\/([a-z-]+)$/, replacement: `${root}libs/$1/src/index.ts` }];
+const alias = ['libs', 'services'].flatMap((group) =>
+  readdirSync(`${root}${group}`)
+    .filter((name) => existsSync(`${root}${group}/${name}/src/index.ts`))
+    .map((name) => ({ find: new RegExp(`^@everdict/${name}$`), replacement: `${root}${group}/${name}/src/index.ts` })),
+);
 
 export default defineConfig({
   resolve: { alias },

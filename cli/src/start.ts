@@ -37,25 +37,54 @@ const AVAILABLE: Partial<Record<FleetService, ServiceStarter>> = {
   },
 };
 
-export function selectServices(requested: readonly string[]): { name: FleetService; start: ServiceStarter }[] {
+/** What each service needs from the environment beyond DATABASE_URL and AMQP_URL. */
+const NEEDS: Record<FleetService, readonly ('EVERDICT_CONFIG' | 'EVERDICT_CONNECTORS')[]> = {
+  intake: ['EVERDICT_CONFIG'],
+  'turn-worker': ['EVERDICT_CONFIG'],
+  gate: ['EVERDICT_CONFIG'],
+  'execution-coordinator': ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
+  reconciler: ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
+};
+
+export interface Selection {
+  services: { name: FleetService; start: ServiceStarter }[];
+  /** Services left out of an implicit selection, and why (logged at start). */
+  skipped: { name: FleetService; missing: string[] }[];
+}
+
+/**
+ * Named services are strict: an unknown or unavailable one is an error. With none named, every
+ * available service whose configuration is present runs; the rest are reported as skipped.
+ */
+export function selectServices(requested: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): Selection {
   const problems: { name: string; reason: string }[] = [];
-  const names = requested.length ? requested : FLEET_SERVICES.filter((s) => AVAILABLE[s]);
-  const selected: { name: FleetService; start: ServiceStarter }[] = [];
-  for (const name of names) {
+  const services: Selection['services'] = [];
+  const skipped: Selection['skipped'] = [];
+  if (requested.length === 0) {
+    for (const name of FLEET_SERVICES) {
+      const start = AVAILABLE[name];
+      if (!start) continue;
+      const missing = NEEDS[name].filter((v) => !env[v]);
+      if (missing.length) skipped.push({ name, missing });
+      else services.push({ name, start });
+    }
+    return { services, skipped };
+  }
+  for (const name of requested) {
     if (!(FLEET_SERVICES as readonly string[]).includes(name)) {
       problems.push({ name: '--service', reason: `unknown service "${name}"; one of ${FLEET_SERVICES.join(', ')}` });
       continue;
     }
     const start = AVAILABLE[name as FleetService];
     if (!start) problems.push({ name: '--service', reason: `service "${name}" is not available in this build yet` });
-    else selected.push({ name: name as FleetService, start });
+    else services.push({ name: name as FleetService, start });
   }
   if (problems.length) throw new ConfigError(problems);
-  return selected;
+  return { services, skipped };
 }
 
 export async function runStart(requested: readonly string[] = []): Promise<void> {
-  const services = selectServices(requested);
+  const { services, skipped } = selectServices(requested, process.env);
   await runService({
     name: services.length === 1 ? services[0]!.name : 'everdict',
     extraEnv: {
@@ -88,6 +117,7 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
       };
       const substrate = await openSubstrate(ctx, { databaseUrl: databaseUrl!, amqpUrl: amqpUrl!, amqpPrefix: ctx.config.amqpPrefix });
       for (const s of services) await s.start(ctx, substrate, res);
+      for (const s of skipped) ctx.logger.warn({ service: s.name, missing: s.missing }, 'service not started: configuration missing');
       ctx.logger.info({ prefix: ctx.config.amqpPrefix, services: services.map((s) => s.name) }, 'fleet node ready');
     },
   });
