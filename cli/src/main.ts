@@ -4,6 +4,7 @@
 import { isEverdictError } from '@everdict/contracts';
 import { UsageError, parseInvocation } from './args.js';
 import { runMigrate } from './migrate.js';
+import { OPS_HELP, isOpsCommand, runOps } from './ops/index.js';
 import { runStart } from './start.js';
 
 const HELP = `everdict — durable runtime for LLM agents
@@ -14,9 +15,10 @@ commands:
   start [--service NAME]…
               run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT
   migrate     apply database migrations (needs DATABASE_URL)
+${OPS_HELP}
   help        this text
 
-environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, PORT, LOG_LEVEL`;
+environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
 
 function requireEnv(name: string): string {
   const v = process.env[name];
@@ -25,6 +27,9 @@ function requireEnv(name: string): string {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
+  // Operator commands have flags of their own (--decision, --mode, …); they parse their argv.
+  const [word, ...rest] = argv;
+  if (isOpsCommand(word)) return runOps(word, rest);
   const inv = parseInvocation(argv);
   switch (inv.command) {
     case 'help':

@@ -7,6 +7,7 @@ import type { FleetConfig } from '@everdict/contracts';
 import { loadConnectors, startExecutionCoordinator } from '@everdict/execution-coordinator';
 import type { ConnectorSet } from '@everdict/execution-coordinator';
 import { startGate } from '@everdict/gate';
+import { loadIntakeSources, startIntake } from '@everdict/intake';
 import { openSubstrate } from '@everdict/host';
 import type { Substrate } from '@everdict/host';
 import { startReconciler } from '@everdict/reconciler';
@@ -26,6 +27,14 @@ type ServiceStarter = (ctx: ServiceContext, substrate: Substrate, res: NodeResou
 
 /** Services wired into this build. The others are refused by name rather than silently skipped. */
 const AVAILABLE: Partial<Record<FleetService, ServiceStarter>> = {
+  intake: async (ctx, substrate, res) => {
+    const sourcesPath = process.env['EVERDICT_INTAKE_SOURCES'];
+    await startIntake(ctx, substrate, res.fleet(), {
+      ...(sourcesPath ? { sources: loadIntakeSources(sourcesPath) } : {}),
+      ...(ctx.config.databaseUrl ? { databaseUrl: ctx.config.databaseUrl } : {}),
+      ...(ctx.config.amqpUrl ? { amqpUrl: ctx.config.amqpUrl } : {}),
+    });
+  },
   gate: async (ctx, substrate, res) => {
     await startGate(ctx, substrate, res.fleet());
   },

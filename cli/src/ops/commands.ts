@@ -1,0 +1,127 @@
+/**
+ * Operator commands (DESIGN §7): `cases`, `case <id>`, `gates`, `decide`, `answer`, `cancel`,
+ * `fleet`. Each talks to the HTTP API as the principal of EVERDICT_TOKEN — the server enforces
+ * roles and ownership, the CLI holds no authority of its own. Human-readable by default,
+ * one JSON document with `--json`.
+ */
+import { parseArgs } from 'node:util';
+import { UsageError } from '../args.js';
+import { emit } from '../output.js';
+import { apiTarget, request } from './client.js';
+import type { ApiTarget } from './client.js';
+import { caseText, casesText, fleetText, gatesText } from './format.js';
+import type { CaseDetailView, CaseSummaryView, FleetView, GateView } from './format.js';
+
+export const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'fleet'] as const;
+export type OpsCommand = (typeof OPS_COMMANDS)[number];
+
+export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's principal may see, newest first
+  case <caseId>                       state, task tree, plan, gates, open questions
+  gates [--state open|approved|…]     gates the principal may decide
+  decide <gateId> --decision D --verdict approve|reject --digest sha256:… [--reason R]
+  answer <questionId> <text…>         answer a question that parked a task
+  cancel <caseId> [--mode hard|soft] [--reason R]
+  fleet                               task and parked counts, outbox lag, queue depths and consumers
+  (operator commands use EVERDICT_URL, EVERDICT_GATE_URL and EVERDICT_TOKEN)`;
+
+export function isOpsCommand(word: string | undefined): word is OpsCommand {
+  return (OPS_COMMANDS as readonly string[]).includes(word ?? '');
+}
+
+interface OpsArgs {
+  positionals: string[];
+  json: boolean;
+  state?: string;
+  limit?: string;
+  decision?: string;
+  verdict?: string;
+  digest?: string;
+  reason?: string;
+  mode?: string;
+}
+
+function parseOps(argv: readonly string[]): OpsArgs {
+  try {
+    const { values, positionals } = parseArgs({
+      args: [...argv],
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean', default: false },
+        state: { type: 'string' },
+        limit: { type: 'string' },
+        decision: { type: 'string' },
+        verdict: { type: 'string' },
+        digest: { type: 'string' },
+        reason: { type: 'string' },
+        mode: { type: 'string' },
+      },
+    });
+    const out: OpsArgs = { positionals, json: values.json ?? false };
+    for (const k of ['state', 'limit', 'decision', 'verdict', 'digest', 'reason', 'mode'] as const) if (values[k] !== undefined) out[k] = values[k];
+    return out;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function one(a: OpsArgs, what: string): string {
+  const v = a.positionals[0];
+  if (!v || a.positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
+  return encodeURIComponent(v);
+}
+
+/** Runs `command` with the rest of argv; resolves to the exit code. */
+export async function runOps(command: OpsCommand, argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): Promise<number> {
+  const a = parseOps(argv);
+  const t: ApiTarget = apiTarget(env);
+  switch (command) {
+    case 'cases': {
+      const q = new URLSearchParams();
+      if (a.state) q.set('state', a.state);
+      if (a.limit) q.set('limit', a.limit);
+      const r = await request<{ cases: CaseSummaryView[]; next: string | null }>(t.url, t.token, 'GET', `/v1/cases${q.size ? `?${q}` : ''}`);
+      emit(a.json, r, () => casesText(r.cases) + (r.next ? `\n(more: --before is ${r.next})` : ''));
+      return 0;
+    }
+    case 'case': {
+      const r = await request<CaseDetailView>(t.url, t.token, 'GET', `/v1/cases/${one(a, 'case id')}`);
+      emit(a.json, r, () => caseText(r));
+      return 0;
+    }
+    case 'gates': {
+      const r = await request<{ gates: GateView[] }>(t.gateUrl, t.token, 'GET', `/v1/gates?state=${encodeURIComponent(a.state ?? 'open')}`);
+      emit(a.json, r, () => gatesText(r.gates));
+      return 0;
+    }
+    case 'decide': {
+      const gate = one(a, 'gate id');
+      if (!a.decision) throw new UsageError('--decision is required');
+      if (a.verdict !== 'approve' && a.verdict !== 'reject') throw new UsageError('--verdict must be approve or reject');
+      if (!a.digest) throw new UsageError('--digest is required (the packet digest you reviewed)');
+      const r = await request<Record<string, unknown>>(t.gateUrl, t.token, 'POST', `/v1/gates/${gate}/decisions`, { decision: a.decision, verdict: a.verdict, digest: a.digest, ...(a.reason ? { reason: a.reason } : {}) });
+      emit(a.json, r, () => `recorded ${a.verdict} for ${a.decision} on gate ${decodeURIComponent(gate)}${typeof r['state'] === 'string' ? `; gate is ${r['state']}` : ''}`);
+      return 0;
+    }
+    case 'answer': {
+      const [question, ...words] = a.positionals;
+      if (!question || words.length === 0) throw new UsageError('usage: everdict answer <questionId> <text…>');
+      const r = await request<{ questionId: string; caseId: string }>(t.url, t.token, 'POST', `/v1/questions/${encodeURIComponent(question)}/answer`, { answer: words.join(' ') });
+      emit(a.json, r, () => `answer sent for question ${r.questionId} (case ${r.caseId})`);
+      return 0;
+    }
+    case 'cancel': {
+      const id = one(a, 'case id');
+      const mode = a.mode ?? 'hard';
+      if (mode !== 'hard' && mode !== 'soft') throw new UsageError('--mode must be hard or soft');
+      const r = await request<{ caseId: string; stopMode: string }>(t.url, t.token, 'POST', `/v1/cases/${id}/cancel`, { mode, ...(a.reason ? { reason: a.reason } : {}) });
+      emit(a.json, r, () => `cancel (${mode}) requested for case ${r.caseId}; stop mode ${r.stopMode}`);
+      return 0;
+    }
+    case 'fleet': {
+      const r = await request<FleetView>(t.url, t.token, 'GET', '/v1/fleet');
+      emit(a.json, r, () => fleetText(r));
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * Intake's reads and writes (issue 6): the case view of the HTTP API, a question's owner,
+ * the mailbox cursors behind intake-sources' MailboxCursorStore port and the fleet counts.
+ * Ownership (which customer a principal sees) is decided by the caller; these return the
+ * customer of every row so it can.
+ */
+import type { Queryable } from './db.js';
+import type { CaseGateRow, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
+import {
+  selectCase,
+  selectCaseGates,
+  selectCasePlanSteps,
+  selectCaseQuestions,
+  selectCaseTasks,
+  selectCases,
+  selectMailboxCursor,
+  selectParkedCounts,
+  selectQuestion,
+  selectTaskStateCounts,
+  upsertMailboxCursor,
+} from './sql/intake.js';
+
+export type { CaseGateRow, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
+
+export async function loadCase(q: Queryable, caseId: string): Promise<CaseRow | undefined> {
+  return (await q.query<CaseRow>(selectCase(caseId))).rows[0];
+}
+
+/** Newest first; `beforeId` (a case id from the previous page) continues after that case. */
+export async function listCases(q: Queryable, f: { customers: readonly string[] | null; limit: number; beforeId?: string | null; state?: string | null }): Promise<CaseRow[]> {
+  return (await q.query<CaseRow>(selectCases(f.customers, f.limit, f.beforeId ?? null, f.state ?? null))).rows;
+}
+
+export interface CaseDetail {
+  readonly tasks: CaseTaskRow[];
+  readonly planSteps: PlanStepRow[];
+  readonly gates: CaseGateRow[];
+  readonly questions: CaseQuestionRow[];
+}
+
+export async function loadCaseDetail(q: Queryable, caseId: string): Promise<CaseDetail> {
+  const [tasks, planSteps, gates, questions] = await Promise.all([
+    q.query<CaseTaskRow>(selectCaseTasks(caseId)),
+    q.query<PlanStepRow>(selectCasePlanSteps(caseId)),
+    q.query<CaseGateRow>(selectCaseGates(caseId)),
+    q.query<CaseQuestionRow>(selectCaseQuestions(caseId)),
+  ]);
+  return { tasks: tasks.rows, planSteps: planSteps.rows, gates: gates.rows, questions: questions.rows };
+}
+
+/**
+ * The question with its case's customer. Intake does not write the answer: the turn-worker's
+ * `question.answered` handler records it (first answer wins) in the unit of work that wakes the
+ * parked task, so an answer written here first would make that handler ignore the message.
+ */
+export async function loadQuestion(q: Queryable, questionId: string): Promise<CaseQuestionRow | undefined> {
+  return (await q.query<CaseQuestionRow>(selectQuestion(questionId))).rows[0];
+}
+
+/** The stored form of intake-sources' MailboxCursor (kept structural: the store does not depend on it). */
+export interface StoredMailboxCursor {
+  uidValidity: number;
+  lastUid: number;
+  watermark: string | null;
+  rescan: { since: string | null; throughUid: number } | null;
+}
+
+export async function loadMailboxCursor(q: Queryable, mailboxKey: string): Promise<StoredMailboxCursor | null> {
+  const r = (await q.query<{ uid_validity: string; last_uid: string; watermark: string | null; rescan_since: string | null; rescan_through: string | null }>(selectMailboxCursor(mailboxKey))).rows[0];
+  if (!r) return null;
+  return {
+    uidValidity: Number(r.uid_validity),
+    lastUid: Number(r.last_uid),
+    watermark: r.watermark,
+    rescan: r.rescan_through === null ? null : { since: r.rescan_since, throughUid: Number(r.rescan_through) },
+  };
+}
+
+export async function saveMailboxCursor(q: Queryable, mailboxKey: string, c: StoredMailboxCursor): Promise<void> {
+  await q.query(upsertMailboxCursor(mailboxKey, { uidValidity: c.uidValidity, lastUid: c.lastUid, watermark: c.watermark, rescanSince: c.rescan?.since ?? null, rescanThrough: c.rescan?.throughUid ?? null }));
+}
+
+export async function fleetCounts(q: Queryable): Promise<{ parked: Record<string, number>; tasks: Record<string, number> }> {
+  const [parked, tasks] = await Promise.all([q.query<{ park_reason: string; count: number }>(selectParkedCounts()), q.query<{ state: string; count: number }>(selectTaskStateCounts())]);
+  return {
+    parked: Object.fromEntries(parked.rows.map((r) => [r.park_reason, r.count])),
+    tasks: Object.fromEntries(tasks.rows.map((r) => [r.state, r.count])),
+  };
+}

@@ -1,0 +1,50 @@
+/** JSON over node:http for the intake API: bounded body reads, typed request errors, replies. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A refusal of the request itself; `field` names the offending field when there is one. */
+export class RequestError extends Error {
+  constructor(readonly status: 400 | 403 | 404 | 409 | 413 | 415 | 422, readonly error: string, message: string, readonly field?: string) {
+    super(message);
+  }
+}
+
+/** The raw body, refused with 413 as soon as it passes `maxBytes` (nothing more is buffered). */
+export async function readRawBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
+  const declared = Number(req.headers['content-length']);
+  if (Number.isFinite(declared) && declared > maxBytes) throw new RequestError(413, 'body_too_large', `the body exceeds ${maxBytes} bytes`);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > maxBytes) throw new RequestError(413, 'body_too_large', `the body exceeds ${maxBytes} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+export async function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+  const type = req.headers['content-type'] ?? '';
+  if (!/^application\/json\b/i.test(type)) throw new RequestError(415, 'unsupported_media_type', 'the body must be application/json');
+  const raw = await readRawBody(req, maxBytes);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new RequestError(400, 'invalid_json', 'the body is not valid JSON', 'body');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new RequestError(400, 'invalid_body', 'the body must be a JSON object', 'body');
+  return parsed as Record<string, unknown>;
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('content-type', 'application/json');
+  res.setHeader('cache-control', 'no-store');
+  res.setHeader('content-length', Buffer.byteLength(text));
+  res.end(text);
+}
+
+export function sendError(res: ServerResponse, status: number, error: string, message: string, field?: string): void {
+  sendJson(res, status, { error, message, ...(field ? { field } : {}) });
+}

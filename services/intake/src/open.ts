@@ -1,0 +1,82 @@
+/**
+ * Opening a case (platform.intake, §11.6): the CASE (idempotent on its origin key), the ROOT
+ * TASK under the case type's root profile with its budget, the `task.runnable` outbox row and
+ * the `case_opened` ledger record — ONE unit of work, so either all exist or none does. A
+ * duplicate arrival (same origin key, at once or later) answers the existing case and writes
+ * nothing: the unique origin key serialises concurrent arrivals inside Postgres.
+ */
+import { EverdictError } from '@everdict/contracts';
+import type { FleetConfig } from '@everdict/contracts';
+import type { ArrivalSink, NormalisedArrival, OpenedCase } from '@everdict/intake-sources';
+import { enqueuePlatformMessage } from '@everdict/store';
+import type { Store } from '@everdict/store';
+
+export const INTAKE_SERVICE = 'intake';
+
+export interface CaseOpening {
+  readonly arrival: NormalisedArrival;
+  readonly caseType: string;
+  readonly customer: string;
+  /** Principal that sent it, when a person or system authenticated (kept in the ledger). */
+  readonly principal?: string | null;
+}
+
+export interface OpenedWithTask extends OpenedCase {
+  readonly rootTaskId: string | null;
+}
+
+export class UnknownCaseType extends EverdictError {
+  constructor(caseType: string, field: string) {
+    super('unknown_case_type', `case type ${caseType} is not in the fleet config`, { details: { field } });
+  }
+}
+
+/** The case type's root profile and budget, or a typed error naming the field. */
+export function rootTaskPlan(fleet: FleetConfig, caseType: string, field = 'caseType'): { profile: string; profileVersion: string | undefined; budgetLimitMinutes: number | null; scope: unknown; initialGrants: string[] } {
+  const ct = fleet.caseTypes[caseType];
+  if (!ct) throw new UnknownCaseType(caseType, field);
+  const profile = fleet.profiles[ct.rootProfile];
+  if (!profile) throw new EverdictError('unknown_profile', `profile ${ct.rootProfile} is not in the fleet config`, { details: { field: `caseTypes.${caseType}.rootProfile` } });
+  const minutes = ct.budget?.maxActiveMinutes ?? profile.budget?.maxActiveMinutes;
+  return { profile: ct.rootProfile, profileVersion: profile.version, budgetLimitMinutes: minutes ?? null, scope: ct.scope, initialGrants: [...(ct.initialGrants ?? [])] };
+}
+
+export async function openCase(store: Store, fleet: FleetConfig, o: CaseOpening): Promise<OpenedWithTask> {
+  const plan = rootTaskPlan(fleet, o.caseType);
+  const a = o.arrival;
+  const objective = { text: a.body.length > 0 ? `${a.title}\n\n${a.body}` : a.title };
+  return store.unitOfWork(async (uow) => {
+    const opened = await uow.openCase({ caseType: o.caseType, originKey: a.originKey, customer: o.customer, title: a.title, objective, scope: plan.scope });
+    if (!opened.created) return { caseId: opened.caseId, created: false, rootTaskId: null };
+    const taskId = await uow.createTask({
+      caseId: opened.caseId,
+      profile: plan.profile,
+      ...(plan.profileVersion !== undefined ? { profileVersion: plan.profileVersion } : {}),
+      objective,
+      budgetLimitMinutes: plan.budgetLimitMinutes,
+    });
+    await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.runnable', opened.caseId, { taskId, reason: 'opened' });
+    // Bodies and addresses stay out of the ledger body: it names the source and the reference.
+    await uow.appendLedger(opened.caseId, {
+      kind: 'case_opened',
+      body: { caseType: o.caseType, source: a.source, originKey: a.originKey, rootTaskId: taskId, principal: o.principal ?? null, receivedAt: a.receivedAt, attachments: a.attachments.length, initialGrants: plan.initialGrants },
+    });
+    return { caseId: opened.caseId, created: true, rootTaskId: taskId };
+  });
+}
+
+/**
+ * An ArrivalSink for one source (a webhook source or a mailbox) bound to its case type and
+ * default customer. An arrival naming no customer, with no default, is refused naming the field.
+ */
+export function caseSink(deps: { store: Store; fleet: () => FleetConfig; caseType: string; customer?: string; onOpened?: (source: string, created: boolean) => void }): ArrivalSink {
+  return {
+    async open(arrival) {
+      const customer = arrival.customer ?? deps.customer;
+      if (!customer) throw new EverdictError('invalid_arrival', `arrival from ${arrival.source} names no customer and the source has no default`, { details: { field: 'customer' } });
+      const r = await openCase(deps.store, deps.fleet(), { arrival, caseType: deps.caseType, customer });
+      deps.onOpened?.(arrival.source, r.created);
+      return { caseId: r.caseId, created: r.created };
+    },
+  };
+}

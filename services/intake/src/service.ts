@@ -1,0 +1,120 @@
+/**
+ * `startIntake`: the intake service composed onto a process (its own `main.ts`, or a fleet node
+ * running several services): the case API and ticket webhooks on the process's HTTP port, and
+ * the mailbox monitors (one per mailbox across all replicas). Stateless: every fact lives in
+ * Postgres, so N intakes can run side by side; origin keys make every arrival open one case.
+ */
+import { EverdictError } from '@everdict/contracts';
+import type { FleetConfig } from '@everdict/contracts';
+import { PrincipalDirectory } from '@everdict/gate';
+import type { Substrate } from '@everdict/host';
+import { DEFAULT_WEBHOOK_MAX_BODY_BYTES, createWebhookHandler } from '@everdict/intake-sources';
+import type { ArrivalSink, MailboxMonitorOptions } from '@everdict/intake-sources';
+import type { ServiceContext } from '@everdict/service-kit';
+import { intakeApi } from './api.js';
+import { MailboxSupervisor } from './mailboxes.js';
+import { intakeMetrics } from './metrics.js';
+import { caseSink } from './open.js';
+import { queueDepthProbe } from './queues.js';
+import { Scheduler } from './scheduler.js';
+import type { IntakeSources } from './sources.js';
+
+export interface IntakeOptions {
+  /** Webhook sources and mailboxes (see sources.ts). Default: none. */
+  readonly sources?: IntakeSources;
+  /** Needed for mailboxes: each advisory lock holds a session of its own. */
+  readonly databaseUrl?: string;
+  /** Enables queue depths in `GET /v1/fleet` (passive declares on the substrate's topology). */
+  readonly amqpUrl?: string;
+  /** Largest JSON body of the API in bytes (default 256 KiB). */
+  readonly maxBodyBytes?: number;
+  /** Replicas without a mailbox's lock retry this often (default 5000 ms). */
+  readonly mailboxLockRetryMs?: number;
+  readonly mailboxMonitorOptions?: Partial<MailboxMonitorOptions>;
+  /** How often due schedule slots are checked (default 15000 ms). */
+  readonly scheduleIntervalMs?: number;
+}
+
+export interface RunningIntake {
+  /** Swaps the fleet config (principals, case types) for everything that follows. */
+  replaceFleet(fleet: FleetConfig): void;
+  /** Mailbox keys this replica monitors right now. */
+  mailboxesHeld(): string[];
+}
+
+export async function startIntake(ctx: ServiceContext, substrate: Substrate, fleet: FleetConfig, opts: IntakeOptions = {}): Promise<RunningIntake> {
+  let current = fleet;
+  let principals = new PrincipalDirectory(fleet.principals);
+  const metrics = intakeMetrics(ctx.metrics);
+  const sources = opts.sources ?? { webhooks: [], mailboxes: [] };
+
+  // Every case type a source names must exist now, not at the first arrival.
+  const named = [
+    ...sources.webhooks.map((w, i) => ({ field: `webhooks[${i}].caseType`, caseType: w.caseType })),
+    ...sources.mailboxes.map((m, i) => ({ field: `mailboxes[${i}].caseType`, caseType: m.caseType })),
+    ...(sources.schedules ?? []).map((x, i) => ({ field: `schedules[${i}].caseType`, caseType: x.caseType })),
+  ];
+  for (const n of named) {
+    if (!fleet.caseTypes[n.caseType]) throw new EverdictError('config_invalid', `intake sources: ${n.field} ${n.caseType} is not in the fleet config`, { details: { field: n.field } });
+  }
+
+  const sinkFor = (caseType: string, customer: string | undefined): ArrivalSink =>
+    caseSink({ store: substrate.store, fleet: () => current, caseType, ...(customer !== undefined ? { customer } : {}), onOpened: (source, created) => metrics.opened(source, created) });
+
+  // One handler for all sources; each delivery is routed to its own source's case type.
+  const perSource = new Map(sources.webhooks.map((w) => [w.name, sinkFor(w.caseType, w.customer)]));
+  const webhooks =
+    sources.webhooks.length === 0
+      ? undefined
+      : createWebhookHandler({
+          sources: sources.webhooks,
+          sink: {
+            open: (arrival) => {
+              const source = arrival.raw.kind === 'webhook' ? arrival.raw.source : '';
+              const sink = perSource.get(source);
+              if (!sink) throw new EverdictError('invalid_arrival', `webhook source ${source} has no sink`, { details: { field: 'source' } });
+              return sink.open(arrival);
+            },
+          },
+        });
+
+  const probe = opts.amqpUrl ? queueDepthProbe(opts.amqpUrl, substrate.transport.topology) : undefined;
+  if (probe) ctx.onShutdown('queue depth probe', () => probe.close());
+
+  const limits = new Map(sources.webhooks.map((w) => [w.name, w.maxBodyBytes ?? DEFAULT_WEBHOOK_MAX_BODY_BYTES]));
+  ctx.addRoutes(intakeApi({ store: substrate.store, fleet: () => current, principals: () => principals, metrics, webhooks, webhookBodyLimit: (name) => limits.get(name), queueDepths: probe?.depths, ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}) }));
+
+  let supervisor: MailboxSupervisor | undefined;
+  if (sources.mailboxes.length > 0) {
+    if (!opts.databaseUrl) throw new EverdictError('config_invalid', 'intake: mailboxes need databaseUrl (one advisory-lock session per mailbox)', { details: { field: 'databaseUrl' } });
+    supervisor = new MailboxSupervisor(sources.mailboxes, {
+      databaseUrl: opts.databaseUrl,
+      db: substrate.store.db,
+      sinkFor: (m) => sinkFor(m.caseType, m.customer),
+      logger: ctx.logger,
+      ...(opts.mailboxLockRetryMs ? { lockRetryMs: opts.mailboxLockRetryMs } : {}),
+      ...(opts.mailboxMonitorOptions ? { monitorOptions: opts.mailboxMonitorOptions } : {}),
+    });
+    supervisor.start();
+    ctx.onShutdown('mailbox monitors', () => supervisor!.stop());
+  }
+  if (sources.schedules?.length) {
+    const scheduler = new Scheduler(sources.schedules, {
+      store: substrate.store,
+      fleet: () => current,
+      logger: ctx.logger,
+      onOpened: (created) => metrics.opened('schedule', created),
+      ...(opts.scheduleIntervalMs ? { intervalMs: opts.scheduleIntervalMs } : {}),
+    });
+    scheduler.start();
+    ctx.onShutdown('scheduler', () => scheduler.stop());
+  }
+  ctx.logger.info({ principals: Object.keys(fleet.principals ?? {}).length, caseTypes: Object.keys(fleet.caseTypes).length, webhooks: sources.webhooks.length, mailboxes: sources.mailboxes.length, schedules: sources.schedules?.length ?? 0 }, 'intake started');
+  return {
+    replaceFleet(next) {
+      current = next;
+      principals = new PrincipalDirectory(next.principals);
+    },
+    mailboxesHeld: () => supervisor?.held() ?? [],
+  };
+}
