@@ -21,7 +21,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     projects: [
-      { resolve: { alias }, test: { name: 'unit', include: ['libs/*/test/**/*.unit.test.ts', 'services/*/test/**/*.unit.test.ts', 'cli/test/**/*.unit.test.ts'] } },
+      { resolve: { alias }, test: { name: 'unit', testTimeout: 30_000, include: ['libs/*/test/**/*.unit.test.ts', 'services/*/test/**/*.unit.test.ts', 'cli/test/**/*.unit.test.ts'] } },
       { resolve: { alias }, test: { name: 'integration', include: ['libs/*/test/**/*.int.test.ts', 'services/*/test/**/*.int.test.ts', 'cli/test/**/*.int.test.ts', 'test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 60_000 } },
     ],
   },

@@ -12,13 +12,15 @@ import { openSubstrate } from '@everdict/host';
 import type { Substrate } from '@everdict/host';
 import { startReconciler } from '@everdict/reconciler';
 import { ConfigError, envVar, loadFleetConfig, parseString, runService } from '@everdict/service-kit';
-import type { ServiceContext } from '@everdict/service-kit';
+import type { LoadedFleetConfig, ServiceContext } from '@everdict/service-kit';
+import { startTurnWorker } from '@everdict/turn-worker';
 
 export const FLEET_SERVICES = ['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler'] as const;
 export type FleetService = (typeof FLEET_SERVICES)[number];
 
 /** What a service needs beyond the substrate; loaded once per process. */
 interface NodeResources {
+  loaded(): LoadedFleetConfig;
   fleet(): FleetConfig;
   connectors(): Promise<ConnectorSet>;
 }
@@ -34,6 +36,9 @@ const AVAILABLE: Partial<Record<FleetService, ServiceStarter>> = {
       ...(ctx.config.databaseUrl ? { databaseUrl: ctx.config.databaseUrl } : {}),
       ...(ctx.config.amqpUrl ? { amqpUrl: ctx.config.amqpUrl } : {}),
     });
+  },
+  'turn-worker': async (ctx, substrate, res) => {
+    await startTurnWorker(ctx, substrate, res.loaded());
   },
   gate: async (ctx, substrate, res) => {
     await startGate(ctx, substrate, res.fleet());
@@ -108,13 +113,14 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
       ];
       if (missing.length) throw new ConfigError(missing);
       const { configPath, connectorsPath } = ctx.config;
-      let fleet: FleetConfig | undefined;
+      let loaded: LoadedFleetConfig | undefined;
       let connectors: Promise<ConnectorSet> | undefined;
       const res: NodeResources = {
-        fleet: () => {
+        loaded: () => {
           if (!configPath) throw new ConfigError([{ name: 'EVERDICT_CONFIG', reason: 'is required by the selected services (routes, profiles, gate policies, principals)' }]);
-          return (fleet ??= loadFleetConfig(configPath).config);
+          return (loaded ??= loadFleetConfig(configPath));
         },
+        fleet: () => res.loaded().config,
         connectors: () => {
           if (!connectorsPath) throw new ConfigError([{ name: 'EVERDICT_CONNECTORS', reason: 'is required by the execution-coordinator and reconciler (reviewed connector operations)' }]);
           if (!connectors) {

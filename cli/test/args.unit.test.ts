@@ -14,14 +14,13 @@ describe('cli arguments', () => {
 
   it('names an unknown or unavailable service', () => {
     expect(() => selectServices(['billing'])).toThrow(/unknown service "billing"/);
-    expect(() => selectServices(['turn-worker'])).toThrow(/"turn-worker" is not available/);
     expect(selectServices(['gate', 'reconciler']).services.map((s) => s.name)).toEqual(['gate', 'reconciler']);
   });
 
   it('with no service named, runs the available ones whose configuration is present', () => {
     expect(selectServices([], {}).services).toEqual([]);
     const some = selectServices([], { EVERDICT_CONFIG: '/etc/fleet.json' });
-    expect(some.services.map((s) => s.name)).toEqual(['intake', 'gate']);
+    expect(some.services.map((s) => s.name)).toEqual(['intake', 'turn-worker', 'gate']);
     expect(some.skipped).toEqual([
       { name: 'execution-coordinator', missing: ['EVERDICT_CONNECTORS'] },
       { name: 'reconciler', missing: ['EVERDICT_CONNECTORS'] },

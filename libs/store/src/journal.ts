@@ -1,8 +1,14 @@
 /**
  * The durable call journal and checkpoints (seed 004 §2.1–§2.2), as functions over a unit of
- * work (writes) or any Queryable (reads). Added for the turn-worker (issue 4) without changing
- * the UnitOfWork class: every write here first asserts the caller's fence with
- * `uow.requireFence`, so a stale worker can neither journal nor checkpoint.
+ * work, the store, or any Queryable (reads). Added for the turn-worker (issue 4) without
+ * changing the Store or UnitOfWork classes.
+ *
+ * Fencing: every write names the writer's epoch. The hot write (`writeJournals`, used by
+ * `writeTurn`, `writeTurnAlone` and the group committer) carries it in its own WHERE clause —
+ * the predicate of `UnitOfWork.requireFence` (task row locked iff still held by that owner at
+ * that epoch), with each task's part written only if its fence held — so it can run as one
+ * statement without an explicit transaction; a refused part throws StaleFence and is counted
+ * like any other. The other writes here call `uow.requireFence` first.
  *
  * Invariants:
  * - a request or response is stored as paper bytes whose content hash is recorded next to the
@@ -10,14 +16,17 @@
  *   as `PaperCorrupt` / `PaperMissing`, never as a plausible answer;
  * - (task, turn, ordinal) is unique and the first intent wins; a settled call is never
  *   overwritten (except a failed model call, which produced no response);
- * - a checkpoint names the state paper and the hash that verifies its bytes.
+ * - a checkpoint names the state paper and the hash that verifies its bytes;
+ * - a ledger record extends its case's chain exactly like `UnitOfWork.appendLedger` (next seq
+ *   after the head, the head's hash as prevHash, `ledgerRecordHash`), by compare-and-set.
  */
 import { newId, sha256Hex } from '@everdict/contracts';
 import type { Queryable } from './db.js';
 import { PaperCorrupt, PaperMissing, StaleFence } from './errors.js';
 import type { Store } from './store.js';
-import { checkpointExists, selectCheckpointTurns, selectLatestCheckpoint, selectRestorePoint } from './sql/checkpoints.js';
-import type { CheckpointRow, RestoreRow } from './sql/checkpoints.js';
+import type { NoteRow } from './sql/taskGraph.js';
+import { selectCheckpointTurns, selectRestorePoint } from './sql/checkpoints.js';
+import type { RestoreRow } from './sql/checkpoints.js';
 import { LEDGER_GENESIS, ledgerRecordHash } from './ledgerHash.js';
 import { lockLedgerHead } from './sql/ledger.js';
 import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
@@ -204,11 +213,6 @@ export async function supersedeIntent(uow: UnitOfWork, token: FenceToken, caseId
   return (await uow.query(supersedeModelIntent(callId, token.taskId, request.id, request.contentHash, route, versions))).rows.length === 1;
 }
 
-/** Stores papers (result offloads, derived documents) in the unit of work. */
-export async function writePapers(uow: UnitOfWork, caseId: string, papers: readonly NewPaper[]): Promise<void> {
-  if (papers.length > 0) await uow.query(insertPapers(caseId, papers));
-}
-
 export interface RestoredCheckpoint {
   readonly turn: number;
   readonly statePaperId: string;
@@ -220,25 +224,37 @@ export interface RestoredCheckpoint {
 }
 
 /**
- * The latest checkpoint of a task with verified state bytes, or null when the task has none.
- * A checkpoint whose paper is gone throws PaperMissing; bytes that do not hash to the recorded
- * state hash (truncated, edited) throw PaperCorrupt. The caller parks; it never guesses.
+ * The restore point of a task, in one round trip: its latest checkpoint (verified, or null when
+ * it has none), the journal of the turn it resumes (every paper verified), the notes that turn
+ * carries, the case type and the case's ledger head. Bad bytes throw PaperMissing/PaperCorrupt.
  */
-export async function loadLatestCheckpoint(db: Queryable, taskId: string): Promise<RestoredCheckpoint | null> {
-  const r = (await db.query<CheckpointRow>(selectLatestCheckpoint(taskId))).rows[0];
-  if (!r) return null;
-  if (r.bytes === null) throw new PaperMissing(r.state_paper_id);
-  const actual = contentHash(r.bytes);
-  if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id, r.state_hash, actual);
-  return { turn: r.turn, statePaperId: r.state_paper_id, stateHash: r.state_hash, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch, bytes: r.bytes };
-}
-
-/** The restore point of a task: its latest checkpoint (verified, or null), case type and ledger head. */
-export async function loadRestorePoint(db: Queryable, taskId: string, caseId: string): Promise<{ checkpoint: RestoredCheckpoint | null; caseType: string; head: LedgerHead | null }> {
+export async function loadRestorePoint(
+  db: Queryable,
+  taskId: string,
+  caseId: string,
+): Promise<{ checkpoint: RestoredCheckpoint | null; caseType: string; head: LedgerHead | null; calls: StoredCall[]; notes: NoteRow[] }> {
   const r = (await db.query<RestoreRow>(selectRestorePoint(taskId, caseId))).rows[0];
   if (!r) throw new PaperMissing(`case ${caseId}`);
   const head = r.head_seq === null || r.head_hash === null ? null : { seq: r.head_seq, hash: r.head_hash };
-  if (r.turn === null) return { checkpoint: null, caseType: r.case_type, head };
+  const b64 = (v: string | null) => (v === null ? null : Buffer.from(v, 'base64'));
+  const calls: StoredCall[] = (r.calls ?? []).map((c) => ({
+    id: c.id,
+    turn: c.turn,
+    ordinal: c.ordinal,
+    kind: c.kind,
+    toolName: c.tool_name,
+    status: c.status,
+    fenceEpoch: c.fence_epoch,
+    requestHash: c.request_hash,
+    responseHash: c.response_hash,
+    route: c.route,
+    versions: c.versions,
+    request: verified('request', c.id, b64(c.request), c.request_content_hash, c.request_hash),
+    response: verified('response', c.id, b64(c.response), c.response_content_hash, c.response_hash),
+    completedAt: c.completed_at === null ? null : new Date(c.completed_at),
+  }));
+  const notes: NoteRow[] = r.notes ?? [];
+  if (r.turn === null) return { checkpoint: null, caseType: r.case_type, head, calls, notes };
   if (r.bytes === null) throw new PaperMissing(r.state_paper_id!);
   const actual = contentHash(r.bytes);
   if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id!, r.state_hash!, actual);
@@ -246,11 +262,9 @@ export async function loadRestorePoint(db: Queryable, taskId: string, caseId: st
     checkpoint: { turn: r.turn, statePaperId: r.state_paper_id!, stateHash: r.state_hash!, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch!, bytes: r.bytes },
     caseType: r.case_type,
     head,
+    calls,
+    notes,
   };
-}
-
-export async function hasCheckpoint(db: Queryable, taskId: string, turn: number): Promise<boolean> {
-  return (await db.query(checkpointExists(taskId, turn))).rows.length > 0;
 }
 
 export async function listCheckpointTurns(db: Queryable, taskId: string): Promise<{ turn: number; fence_epoch: number; state_hash: string }[]> {

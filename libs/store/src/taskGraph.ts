@@ -24,10 +24,8 @@ import {
   recordRouteHealth,
   renewLeases,
   requestSoftCancel,
-  selectCancelRequested,
   selectGraphTask,
   selectLastConfirmedRevision,
-  selectNotesForTurn,
   selectPlanRevision,
   selectVersionDecision,
   setWakeAt,
@@ -35,7 +33,7 @@ import {
   wakeDueTasks,
   wakeParkedTask,
 } from './sql/taskGraph.js';
-import type { GraphTaskRow, NewChildTask, NewQuestion, NoteRow, PlanRevisionRow, QuestionRow } from './sql/taskGraph.js';
+import type { GraphTaskRow, NewChildTask, NewQuestion, PlanRevisionRow, QuestionRow } from './sql/taskGraph.js';
 import type { Store } from './store.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
 
@@ -114,16 +112,6 @@ export async function parkWithBackoff(uow: UnitOfWork, token: FenceToken, reason
   await uow.query(setWakeAt(token.taskId, backoffMs));
 }
 
-/**
- * Asserts the fence and reads what a commit under it must know: a pending cancel and the row
- * version (e.g. stamped on a plan revision). The row stays locked until COMMIT.
- */
-export async function readFencedTask(uow: UnitOfWork, token: FenceToken): Promise<{ cancelRequested: 'hard' | 'soft' | null; rowVersion: number }> {
-  await uow.requireFence(token, 'read_task');
-  const row = (await uow.query<{ cancel_requested: 'hard' | 'soft' | null; row_version: number }>(selectCancelRequested(token.taskId))).rows[0];
-  return { cancelRequested: row?.cancel_requested ?? null, rowVersion: row?.row_version ?? 0 };
-}
-
 // ------------------------------------------------------------------------------- children
 
 /** Creates a child under the parent's fence; false when the spawn call already created one. */
@@ -141,10 +129,6 @@ export async function unfinishedChildren(uow: UnitOfWork, parentId: string): Pro
 /** Adds a note for a task's next turn; its seq, or null when this source message already added one. */
 export async function addNote(uow: UnitOfWork, taskId: string, kind: string, body: unknown, sourceMessageId: string | null): Promise<number | null> {
   return (await uow.query<{ seq: number }>(insertNote(taskId, kind, body, sourceMessageId))).rows[0]?.seq ?? null;
-}
-
-export async function notesForTurn(db: Queryable, taskId: string, turn: number): Promise<NoteRow[]> {
-  return (await db.query<NoteRow>(selectNotesForTurn(taskId, turn))).rows;
 }
 
 /** Pins notes to the turn whose request carries them (written with that turn's intent). */

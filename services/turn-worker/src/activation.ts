@@ -13,14 +13,13 @@ import type { RunContext, RunState } from '@everdict/agent-runtime';
 import {
   askQuestion,
   loadRestorePoint,
-  loadTurnCalls,
-  notesForTurn,
   PaperCorrupt,
   PaperMissing,
   recordVersionDecision,
   versionDecision,
 } from '@everdict/store';
-import type { FenceToken, GraphTaskRow, LedgerHead, StoredCall } from '@everdict/store';
+import type { FenceToken, GraphTaskRow, LedgerHead, NoteRow, StoredCall } from '@everdict/store';
+import { sendRunnable } from './envelopes.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
@@ -72,9 +71,12 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   let checkpointed = false;
   let stored: StoredCall[];
   let head: LedgerHead | null;
+  let notes: NoteRow[];
   try {
     const point = await loadRestorePoint(env.store.db, task.id, task.case_id);
     head = point.head;
+    stored = point.calls;
+    notes = point.notes;
     const cp = point.checkpoint;
     if (cp) {
       const decoded = decodeStatePaper(cp.bytes, task.id, cp.statePaperId);
@@ -87,7 +89,6 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
       context = freshContext(env, task, point.caseType);
       run = initialRunState(task.id, objectiveText(task.objective));
     }
-    stored = await loadTurnCalls(env.store.db, task.id, run.turn);
   } catch (err) {
     if (err instanceof PaperMissing || err instanceof PaperCorrupt || err instanceof RestoreFailure) {
       const reason = err instanceof RestoreFailure ? err.reason : err instanceof PaperMissing ? 'paper_missing' : 'paper_corrupt';
@@ -99,7 +100,6 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     throw err;
   }
 
-  const notes = await notesForTurn(env.store.db, task.id, run.turn);
   context = { ...context, envelope: { ...context.envelope, budget: topUp(context.envelope.budget, notes) } };
   const view = env.catalog.view(task.profile, context.tools, context.envelope);
 
@@ -178,6 +178,15 @@ export async function runActivation(env: ActivationEnv, claim: Claim, signal: Ab
   if (!tr) return;
   for (;;) {
     if (signal.aborted) return; // the lease is gone; nothing more may be written
+    if (env.draining() && tr.turns > 0) {
+      // Shutting down between two turns: give the task back now; another worker continues it
+      // from the checkpoint (and the next turn's intent, if written).
+      await env.store.unitOfWork(async (uow) => {
+        await uow.transitionTask(tr.token, { state: 'open' });
+        await sendRunnable(uow, tr.task, 'retry', tr.task, tr.token);
+      });
+      return;
+    }
     const release = tr.turns + 1 >= env.catalog.settings.turnsPerActivation || env.draining();
     const end = await durableTurn(env, tr, { signal, release });
     if (end.ended) return;

@@ -5,7 +5,8 @@
  * finally block, no drain, no ack — exactly like a machine dying at that instant.
  *
  * The points of one durable turn (their meaning is the recovery contract, see turn.ts):
- *   after_intent        request paper + ordinal-0 intent committed; the model not yet called
+ *   after_intent        the turn's request paper + ordinal-0 intent are durable (its own commit,
+ *                       or written with the previous turn's checkpoint); the model not yet called
  *   after_model         the model answered; its response exists only in memory
  *   after_response      response (+ the first batch of tool intents) committed; no tool has run
  *   after_tool_results  tools ran; their outcomes are in memory, the turn's commit has not begun

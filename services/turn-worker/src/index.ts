@@ -14,6 +14,7 @@ export * from './leases.js';
 export * from './metrics.js';
 export * from './notes.js';
 export * from './seed.js';
+export * from './service.js';
 export * from './settings.js';
 export * from './statePaper.js';
 export * from './sweeper.js';

@@ -9,31 +9,13 @@
  * an invalid file is refused and the running config stays.
  */
 import { writeFileSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { randomBytes } from 'node:crypto';
-import { EverdictError, systemClock } from '@everdict/contracts';
-import { connectAmqp, loadTopology } from '@everdict/bus';
-import { ConfigError, busMetricsSink, envVar, loadFleetConfig, parseString, runService, storeMetricsSink } from '@everdict/service-kit';
-import { Store, createPgDb, migrate } from '@everdict/store';
-import type { KernelClock } from '@everdict/agent-runtime';
-import { Catalog } from './catalog.js';
+import { EverdictError } from '@everdict/contracts';
+import { openSubstrate } from '@everdict/host';
+import { ConfigError, envVar, loadFleetConfig, parseString, runService } from '@everdict/service-kit';
 import { crashPointsFromEnv } from './crashpoints.js';
-import { turnMetrics } from './metrics.js';
+import { startTurnWorker } from './service.js';
 import { runtimeSettings } from './settings.js';
-import type { TurnTiming } from './turn.js';
-import { SERVICE, TurnWorker } from './worker.js';
-
-const clock: KernelClock = {
-  now: () => systemClock.now(),
-  sleep: (ms, signal) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      signal?.addEventListener('abort', () => {
-        clearTimeout(t);
-        resolve();
-      });
-    }),
-};
+import { SERVICE } from './worker.js';
 
 await runService({
   name: SERVICE,
@@ -52,44 +34,21 @@ await runService({
     ];
     if (missing.length > 0) throw new ConfigError(missing);
     const loaded = loadFleetConfig(configPath!);
-    const settings = runtimeSettings(loaded.config);
-
-    const db = createPgDb(databaseUrl!, { max: settings.dbPoolSize, applicationName: SERVICE });
-    ctx.onShutdown('postgres', () => db.close());
-    await migrate(db);
-    const store = new Store(db, { metrics: storeMetricsSink(ctx.metrics) });
-    ctx.addReadinessCheck('postgres', () => db.ping());
-
-    const owner = `${ctx.config.workerName ?? hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
-    const transport = await connectAmqp({ url: amqpUrl!, topology: loadTopology({ prefix: ctx.config.amqpPrefix }), connectionName: `${ctx.config.amqpPrefix}-${SERVICE}-${owner}`, logger: ctx.logger });
-    ctx.onShutdown('broker', () => transport.close());
-    ctx.addReadinessCheck('broker', () => transport.isReady());
-
-    const timings = new Map<string, TurnTiming>();
-    const catalog = new Catalog(loaded, { db, timing: (taskId) => timings.get(taskId) });
-    const metrics = turnMetrics(ctx.metrics.registry, { keepSamples: ctx.config.benchSamples !== undefined });
-    const worker = new TurnWorker({
-      store,
-      transport,
-      catalog,
-      logger: ctx.logger,
-      metrics,
-      busMetrics: busMetricsSink(ctx.metrics),
+    const substrate = await openSubstrate(ctx, { databaseUrl: databaseUrl!, amqpUrl: amqpUrl!, amqpPrefix: ctx.config.amqpPrefix, poolSize: runtimeSettings(loaded.config).dbPoolSize });
+    const running = await startTurnWorker(ctx, substrate, loaded, {
       crash: crashPointsFromEnv(),
-      clock,
-      timings,
-      owner,
       modelLog: ctx.config.modelLog ?? null,
+      ...(ctx.config.workerName ? { workerName: ctx.config.workerName } : {}),
+      keepSamples: ctx.config.benchSamples !== undefined,
     });
-    await worker.start();
-    ctx.onShutdown(SERVICE, async () => {
-      await worker.stop();
-      if (ctx.config.benchSamples && metrics.samples) writeFileSync(ctx.config.benchSamples, JSON.stringify(metrics.samples));
-    });
-
+    if (ctx.config.benchSamples) {
+      const file = ctx.config.benchSamples;
+      // Written on the way out, once the drain has finished every turn.
+      process.once('exit', () => writeFileSync(file, JSON.stringify(running.metrics.samples ?? [])));
+    }
     process.on('SIGHUP', () => {
       try {
-        catalog.replace(loadFleetConfig(configPath!));
+        running.replaceFleet(loadFleetConfig(configPath!));
         ctx.logger.info({ config: configPath }, 'fleet config reloaded');
       } catch (err) {
         ctx.logger.error({ err: err instanceof EverdictError ? { code: err.code, message: err.message } : String(err) }, 'fleet config reload refused; keeping the running config');

@@ -4,10 +4,12 @@
  * Decoding re-validates the document; anything a restore cannot vouch for is a RestoreFailure
  * — the task parks, the worker never fills a gap from a model's recollection.
  */
-import { canonicalJson, EverdictError, schemaValidator, schemaViolations, describeViolations, SCHEMA_ID_BASE } from '@everdict/contracts';
+import { EverdictError, schemaValidator, schemaViolations, describeViolations, SCHEMA_ID_BASE } from '@everdict/contracts';
 import type { RuntimeStatePaper } from '@everdict/contracts';
 import type { RunState } from '@everdict/agent-runtime';
+import type { ChatMessage } from '@everdict/llm';
 import { newPaper, type NewPaper } from '@everdict/store';
+import { canonicalWithMessages } from './canonical.js';
 
 export const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
 
@@ -44,7 +46,8 @@ export function stateDocument(caseId: string, host: HostState, run: RunState): R
 
 /** The paper of the checkpoint that lets `doc.taskId` run `doc.turn`. Bytes: RFC 8785 JSON. */
 export function statePaper(doc: RuntimeStatePaper): NewPaper {
-  return newPaper({ kind: 'artefact', name: `tasks/${doc.taskId}/state/${doc.turn}`, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes: Buffer.from(canonicalJson(doc), 'utf8') });
+  const bytes = Buffer.from(canonicalWithMessages(doc as unknown as { run: { messages: readonly ChatMessage[] } }), 'utf8');
+  return newPaper({ kind: 'artefact', name: `tasks/${doc.taskId}/state/${doc.turn}`, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes });
 }
 
 /** Parses and validates restored bytes (already hash-verified by the store). */

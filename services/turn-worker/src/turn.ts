@@ -1,28 +1,34 @@
 /**
  * One durable turn (seed 004 §2, DESIGN §5) of a task this worker holds the lease of.
  *
- * Commits (the number of units of work decides throughput; a turn with one read costs three):
+ * Commits — what each task's turn goes through (the benchmark's "commits per turn"):
  *   C1  request paper + ordinal-0 intent (+ the notes the request carries) ......... turnJournal
- *       — the model is called only after this commit, with no transaction open;
+ *       — the model is called only after it is durable, with no transaction open. A turn that
+ *       follows another in the same activation gets its C1 written by the previous turn's C3
+ *       (the next request is fully determined by the committed state), so it costs no commit;
  *   C2  response paper (the model call completed) + the first batch's tool intents . turnJournal
  *       — before any tool runs (each later sequential batch commits its intents the same way;
  *       a response with no tool call is written by C3 instead);
  *   C3  tool outcomes + offloaded results + children + plan revision + question + state paper
- *       + checkpoint + task transition + outbox + one ledger record ................. here.
+ *       + checkpoint + the next turn's intent + task transition + outbox + one ledger record . here.
+ * C1/C2/C3 of the many tasks a worker runs are group-committed: one fenced statement carries the
+ * writes of every task due at that moment (libs/store groupCommit.ts); each task's part is
+ * fenced on its own. Turns that place children, revise a plan, ask a question or compact commit
+ * as a unit of work instead.
  *
  * What each crash point leaves behind, and how the next worker continues (the recovery
  * contract the crash matrix tests):
- *   after_intent        C1 only. The intent has no response: the model is asked (the first real
- *                       ask — nothing was asked before the kill).
- *   after_model         C1 only; the answer died in memory. The model is asked again — the only
- *                       case of a second ask, and only because no response was ever persisted.
- *   after_response      C1+C2. The response is replayed from the journal (no ask); tools run
- *                       under the call ids allocated before the crash.
- *   after_tool_results  C1+C2; outcomes died in memory. Response replayed; reads whose outcome
- *                       was never persisted run again under their original call id (they never
- *                       completed); a write with an open intent would be withheld as unknown.
- *   after_commit        C1+C2+C3 (or a claim's unit of work). The checkpoint is restored: nothing
- *                       of that turn runs again; a redelivered message is an inbox duplicate.
+ *   after_intent        the intent is durable, nothing else of the turn. The model is asked (the
+ *                       first real ask — nothing was asked before the kill).
+ *   after_model         the answer died in memory. The model is asked again — the only case of a
+ *                       second ask, and only because no response was ever persisted.
+ *   after_response      C2 is durable. The response is replayed from the journal (no ask); tools
+ *                       run under the call ids allocated before the crash.
+ *   after_tool_results  C2 is durable; outcomes died in memory. Response replayed; reads whose
+ *                       outcome was never persisted run again under their original call id (they
+ *                       never completed); a write with an open intent would be withheld as unknown.
+ *   after_commit        C3 (or a claim's unit of work) is durable. The checkpoint is restored:
+ *                       nothing of that turn runs again; a redelivered message is an inbox duplicate.
  */
 import { appendFileSync } from 'node:fs';
 import { budgetExhausted, EverdictError, isEverdictError, newId, payloadHash } from '@everdict/contracts';
@@ -42,6 +48,7 @@ import {
 import type { FenceToken, GraphTaskRow, JournalCommitter, LedgerHead, NoteRow, OutboxWrite, Store, StoredCall, TransitionWrite, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { AgentView, Catalog } from './catalog.js';
+import { canonicalRequestDoc, canonicalTools } from './canonical.js';
 import { buildSummary, cutIndex, needsCompaction, summaryBytes, summaryMessage, summaryMisses, SUMMARY_SCHEMA } from './compaction.js';
 import type { CrashPoints } from './crashpoints.js';
 import { nextProviderAttempt, settle } from './decisions.js';
@@ -122,7 +129,7 @@ function instrumented(inner: ModelClient, t: TurnTiming, log: string | null, key
   return {
     route: inner.route,
     async complete(req, opts) {
-      if (log) appendFileSync(log, `${JSON.stringify({ taskId: key.taskId, turn: key.turn, route: inner.route.name, at: Date.now() })}\n`);
+      if (log) appendFileSync(log, `${JSON.stringify({ taskId: key.taskId, turn: key.turn, route: inner.route.name, pid: process.pid, at: Date.now() })}\n`);
       const started = performance.now();
       try {
         return await inner.complete(req, opts);
@@ -199,7 +206,7 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
   }
   if (journal.ranTools) env.crash.reach('after_tool_results', { taskId, turn: turnNo });
 
-  const committed = await commitTurn(env, tr, { result, journal, buffer, host, before: run, release: opts.release, onCommit });
+  const committed = await commitTurn(env, tr, { result, journal, buffer, host, before: run, restored: { run: tr.run, host: tr.host }, release: opts.release, onCommit });
   env.crash.reach('after_commit', { taskId, turn: turnNo });
   await noteRouteHealth(env, tr, result);
 
@@ -215,6 +222,8 @@ interface Produced {
   readonly buffer: TurnBuffer;
   readonly host: HostState;
   readonly before: RunState;
+  /** The state as restored, before this turn's notes were appended. */
+  readonly restored: { readonly run: RunState; readonly host: HostState };
   readonly release: boolean;
   readonly onCommit: () => void;
 }
@@ -228,11 +237,14 @@ interface Produced {
  */
 function nextIntent(tr: TaskRun, next: RunState): { row: IntentRow; record: CallRecord } | null {
   if (next.settlement !== null || budgetExhausted(tr.runCtx.envelope.budget, next.usage).exhausted) return null;
-  const requestDoc = { route: tr.view.model.route, request: modelRequestFor({ tools: tr.view.registry }, tr.runCtx, next) };
+  const request = modelRequestFor({ tools: tr.view.registry }, tr.runCtx, next);
+  const requestDoc = { route: tr.view.model.route, request };
+  const canonical = canonicalRequestDoc(tr.view.model.route, request, canonicalTools(tr.view.registry, request.tools));
   const row = modelIntentRow(
     { taskId: tr.task.id, turn: next.turn, ordinal: 0, callId: newId(), kind: 'model', name: tr.view.model.route.name, request: requestDoc, requestHash: '' },
     tr.view.model.route.name,
     tr.view.versions,
+    canonical,
   );
   const record: CallRecord = {
     taskId: tr.task.id,
@@ -289,8 +301,10 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
   const consumed = result.state.turn > p.before.turn;
   const model = journal.modelRecord();
   const unknownCalls = journal.all().filter((r) => r.status === 'unknown').map((r) => r.callId);
-  let host: HostState = { ...p.host, contextHash: model?.requestHash || p.host.contextHash, pending: { ...p.host.pending, calls: unknownCalls } };
-  let next = result.state;
+  // A halt before any turn ran (budget, provider down) publishes the state as restored: the
+  // notes it was woken with stay unpinned and are carried by the turn that really runs.
+  let host: HostState = consumed ? { ...p.host, contextHash: model?.requestHash || p.host.contextHash, pending: { ...p.host.pending, calls: unknownCalls } } : p.restored.host;
+  let next: RunState = consumed ? result.state : { ...p.restored.run, settlement: result.state.settlement };
   const planChanged = next.plan !== null && next.plan.revision !== p.before.plan?.revision;
   const compacting = consumed && needsCompaction(next, tr.view.profile.compaction);
   const writeCheckpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);

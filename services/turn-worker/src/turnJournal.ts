@@ -89,9 +89,13 @@ function recordOf(taskId: string, s: StoredCall): CallRecord {
 
 const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
 
-/** The journal row of a model intent: its exact request as a paper, the route and versions. */
-export function modelIntentRow(intent: CallIntent, route: string, versions: Versions): IntentRow {
-  const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.modelRequest, bytes: bytesOf(intent.request) });
+/**
+ * The journal row of a model intent: its exact request as a paper, the route and versions.
+ * `canonical` is the request's canonical JSON when the caller built it already.
+ */
+export function modelIntentRow(intent: CallIntent, route: string, versions: Versions, canonical?: string): IntentRow {
+  const bytes = canonical === undefined ? bytesOf(intent.request) : Buffer.from(canonical, 'utf8');
+  const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.modelRequest, bytes });
   return {
     call: { id: intent.callId, turn: intent.turn, ordinal: 0, kind: 'model', toolName: null, requestPaperId: request.id, requestHash: request.contentHash, route, versions },
     request,

@@ -70,6 +70,8 @@ export interface TurnWorkerOptions {
   /** Lease owner name (default host:pid:random). */
   readonly owner?: string;
   readonly modelLog?: string | null;
+  /** Run an outbox relay in this component (default true; false when the host runs one). */
+  readonly relay?: boolean;
 }
 
 export class TurnWorker {
@@ -116,7 +118,7 @@ export class TurnWorker {
     if (this.opts.catalog.hasProbeTools()) await ensureProbeTable(this.opts.store.db);
     this.keeper.start();
     this.sweeper.start();
-    this.relay = await startOutboxRelay({ store: this.opts.store, transport: this.opts.transport, name: this.owner, logger: this.opts.logger, ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}) });
+    if (this.opts.relay !== false) this.relay = await startOutboxRelay({ store: this.opts.store, transport: this.opts.transport, name: this.owner, logger: this.opts.logger, ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}) });
     this.consumer = new InboxConsumer({
       store: this.opts.store,
       transport: this.gated(this.opts.transport),

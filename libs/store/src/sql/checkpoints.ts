@@ -6,33 +6,11 @@
  */
 import type { Sql } from '../db.js';
 
-export interface CheckpointRow {
-  turn: number;
-  state_paper_id: string;
-  state_hash: string;
-  context_hash: string | null;
-  versions: unknown;
-  fence_epoch: number;
-  /** NULL when the paper revision is gone (a restore failure, never a guess). */
-  bytes: Buffer | null;
-  content_hash: string | null;
-}
-
-/** The latest checkpoint of a task with its state bytes. */
-export function selectLatestCheckpoint(taskId: string): Sql {
-  return {
-    name: 'ev_select_latest_checkpoint',
-    text: `SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, r.bytes, r.content_hash
-             FROM turn_checkpoints k
-             LEFT JOIN papers p ON p.id = k.state_paper_id
-             LEFT JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
-            WHERE k.task_id = $1::uuid
-            ORDER BY k.turn DESC LIMIT 1`,
-    values: [taskId],
-  };
-}
-
 export interface RestoreRow {
+  /** The journal of the turn to run next, as JSON (bytes base64), or null when empty. */
+  calls: RestoreCallJson[] | null;
+  /** The notes that turn's request carries (pinned to it, else every open one), or null. */
+  notes: { seq: number; kind: string; body: unknown; consumed_turn: number | null }[] | null;
   /** NULL when the task has no checkpoint yet. */
   turn: number | null;
   state_paper_id: string | null;
@@ -47,27 +25,62 @@ export interface RestoreRow {
   head_hash: string | null;
 }
 
+export interface RestoreCallJson {
+  id: string;
+  turn: number;
+  ordinal: number;
+  kind: 'model' | 'read' | 'control' | 'effect';
+  tool_name: string | null;
+  status: string;
+  fence_epoch: number;
+  request_hash: string | null;
+  response_hash: string | null;
+  route: string | null;
+  versions: unknown;
+  completed_at: string | null;
+  request: string | null;
+  request_content_hash: string | null;
+  response: string | null;
+  response_content_hash: string | null;
+}
+
 /**
- * What a restore reads in one round trip: the latest checkpoint with its state bytes (NULL
- * columns when there is none), the case type, and the case's ledger head.
+ * Everything a restore reads, in ONE round trip: the latest checkpoint with its state bytes
+ * (NULL columns when there is none), the journal of the turn it resumes (bytes base64), the
+ * notes that turn carries, the case type, and the case's ledger head.
  */
 export function selectRestorePoint(taskId: string, caseId: string): Sql {
   return {
-    name: 'ev_select_restore_point',
-    text: `SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, r.bytes, r.content_hash,
-                  c.case_type, h.seq AS head_seq, h.hash AS head_hash
+    name: 'ev_select_restore_point_v2',
+    text: `WITH k AS (SELECT * FROM turn_checkpoints WHERE task_id = $1::uuid ORDER BY turn DESC LIMIT 1),
+                 nt AS (SELECT COALESCE((SELECT turn FROM k), 0) AS turn),
+                 pinned AS (SELECT 1 FROM task_notes WHERE task_id = $1::uuid AND consumed_turn = (SELECT turn FROM nt) LIMIT 1)
+           SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, r.bytes, r.content_hash,
+                  c.case_type, h.seq AS head_seq, h.hash AS head_hash,
+                  (SELECT json_agg(json_build_object(
+                            'id', x.id, 'turn', x.turn, 'ordinal', x.ordinal, 'kind', x.kind, 'tool_name', x.tool_name, 'status', x.status,
+                            'fence_epoch', x.fence_epoch, 'request_hash', x.request_hash, 'response_hash', x.response_hash, 'route', x.route,
+                            'versions', x.versions, 'completed_at', x.completed_at,
+                            'request', encode(rq.bytes, 'base64'), 'request_content_hash', rq.content_hash,
+                            'response', encode(rs.bytes, 'base64'), 'response_content_hash', rs.content_hash) ORDER BY x.ordinal)
+                     FROM runtime_calls x
+                     LEFT JOIN papers pq ON pq.id = x.request_paper_id
+                     LEFT JOIN paper_revisions rq ON rq.paper_id = pq.id AND rq.revision = pq.head_revision
+                     LEFT JOIN papers ps ON ps.id = x.response_paper_id
+                     LEFT JOIN paper_revisions rs ON rs.paper_id = ps.id AND rs.revision = ps.head_revision
+                    WHERE x.task_id = $1::uuid AND x.turn = (SELECT turn FROM nt)) AS calls,
+                  (SELECT json_agg(json_build_object('seq', n.seq, 'kind', n.kind, 'body', n.body, 'consumed_turn', n.consumed_turn) ORDER BY n.seq)
+                     FROM task_notes n
+                    WHERE n.task_id = $1::uuid
+                      AND (n.consumed_turn = (SELECT turn FROM nt) OR (n.consumed_turn IS NULL AND NOT EXISTS (SELECT 1 FROM pinned)))) AS notes
              FROM cases c
-             LEFT JOIN LATERAL (SELECT * FROM turn_checkpoints WHERE task_id = $1::uuid ORDER BY turn DESC LIMIT 1) k ON true
+             LEFT JOIN k ON true
              LEFT JOIN papers p ON p.id = k.state_paper_id
              LEFT JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
              LEFT JOIN ledger_heads h ON h.case_id = c.id
             WHERE c.id = $2::uuid`,
     values: [taskId, caseId],
   };
-}
-
-export function checkpointExists(taskId: string, turn: number): Sql {
-  return { name: 'ev_checkpoint_exists', text: 'SELECT 1 AS x FROM turn_checkpoints WHERE task_id = $1::uuid AND turn = $2::int', values: [taskId, turn] };
 }
 
 /** All checkpoint turns of a task, ascending (gap checks, operators). */

@@ -158,10 +158,6 @@ export function setWakeAt(taskId: string, afterMs: number): Sql {
   };
 }
 
-export function selectCancelRequested(taskId: string): Sql {
-  return { name: 'ev_select_cancel_requested', text: 'SELECT cancel_requested, row_version FROM tasks WHERE id = $1::uuid', values: [taskId] };
-}
-
 // ------------------------------------------------------------------------------- children
 
 export interface NewChildTask {
@@ -215,20 +211,6 @@ export function insertNote(taskId: string, kind: string, body: unknown, sourceMe
     text: `INSERT INTO task_notes (task_id, kind, body, source_message_id) VALUES ($1::uuid, $2::text, $3::jsonb, $4::uuid)
            ON CONFLICT (task_id, source_message_id) DO NOTHING RETURNING seq`,
     values: [taskId, kind, JSON.stringify(body), sourceMessageId],
-  };
-}
-
-/** Notes already pinned to `turn` (a resumed turn) or, when none are, every open note. */
-export function selectNotesForTurn(taskId: string, turn: number): Sql {
-  return {
-    name: 'ev_select_notes_for_turn',
-    text: `WITH pinned AS (SELECT seq, kind, body, consumed_turn FROM task_notes WHERE task_id = $1::uuid AND consumed_turn = $2::int)
-           SELECT * FROM pinned
-           UNION ALL
-           SELECT seq, kind, body, consumed_turn FROM task_notes
-            WHERE task_id = $1::uuid AND consumed_turn IS NULL AND NOT EXISTS (SELECT 1 FROM pinned)
-           ORDER BY seq`,
-    values: [taskId, turn],
   };
 }
 

@@ -1,0 +1,351 @@
+/**
+ * `npm run bench:turns` — fleet-mode throughput of durable turns (issue 4 figures). NOT a test.
+ *
+ * Separate turn-worker processes (BENCH_WORKERS, default "2,1": measured with 2, then with 1) over
+ * RabbitMQ and real Postgres run
+ * BENCH_AGENTS (default 1000) agents of 5 turns; a turn = one scripted zero-latency model call +
+ * one read tool call (and each agent closes with one more model call that answers). Every case
+ * and its task.runnable are committed in ONE transaction, so all agents start at once.
+ *
+ * Phases, each printed as a JSON line:
+ *   peak      all agents at once: turns/s, commits per turn, overhead p50/p99, worker RSS
+ *   half      the same agents arriving open-loop at half of the peak turn rate: overhead p50/p99
+ *   live      one worker holding every agent live at once (slow tool): its RSS
+ *   peers     `bash ../shared/bench/peers/run.sh dbos langgraph` in the same run, and the ratio
+ * Overhead per turn = turn wall time − model time − tool time, measured inside the worker.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import amqplib from 'amqplib';
+import pg from 'pg';
+import type { FleetConfig } from '@everdict/contracts';
+import { deleteTopology, loadTopology } from '@everdict/bus';
+import { Store, createPgDb, migrate } from '@everdict/store';
+import { sendRunnable } from '../../services/turn-worker/src/envelopes.js';
+
+const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const AMQP_URL = process.env.BENCH_AMQP_URL ?? process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+const AGENTS = Number(process.env.BENCH_AGENTS ?? 1000);
+const TURNS = Number(process.env.BENCH_TURNS ?? 5);
+/** Worker process counts to measure the peak with (comma separated; the half-load phase uses the best). */
+const WORKER_COUNTS = (process.env.BENCH_WORKERS ?? '2,1').split(',').map(Number).filter((n) => n > 0);
+const PEERS = process.env.BENCH_PEERS ?? 'dbos langgraph';
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'peak,half,live,peers').split(','));
+/** Agents run (and their turns discarded) before the half-load phase is measured: a steady state. */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 100);
+
+const print = (o: Record<string, unknown>) => console.log(JSON.stringify(o));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function pct(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+interface Worker {
+  startCpu?: number;
+  start?: { commits: number; statements: number; allCommits: number };
+  proc: ChildProcess;
+  port: number;
+  samplesFile: string;
+  exited: Promise<void>;
+  out: () => string;
+}
+
+async function scrape(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line);
+    if (m && m[1] === name) sum += Number(m[3]);
+  }
+  return sum;
+}
+
+async function commitsOf(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const m = /^everdict_store_transactions_total\{[^}]*outcome="commit"[^}]*\}\s+([0-9.eE+-]+)$/m.exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+async function startWorker(dir: string, env: Record<string, string>, name: string): Promise<Worker> {
+  const port = await freePort();
+  const samplesFile = join(dir, `${name}.samples.json`);
+  // The compiled build, as a deployment runs it (BENCH_SOURCE=1: from TypeScript through tsx).
+  const entry = process.env.BENCH_SOURCE === '1' ? ['--conditions=source', '--import', 'tsx', join(REPO, 'services/turn-worker/src/main.ts')] : [join(REPO, 'services/turn-worker/dist/src/main.js')];
+  // A turn-worker's heap is small (a few KB per live task); without bounds V8 lets garbage grow
+  // the heap for speed. These are the flags a turn-worker deployment runs with (BENCH_NODE_ARGS
+  // replaces them).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '--max-semi-space-size=8 --max-old-space-size=128').split(' ').filter(Boolean);
+  const proc = spawn(process.execPath, [...nodeArgs, ...entry], {
+    cwd: REPO,
+    env: { ...process.env, ...env, PORT: String(port), EVERDICT_WORKER_NAME: name, EVERDICT_BENCH_SAMPLES: samplesFile, LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout!.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20000)));
+  proc.stderr!.on('data', (b: Buffer) => (out = (out + b.toString()).slice(-20000)));
+  const exited = new Promise<void>((r) => proc.once('exit', () => r()));
+  for (let i = 0; ; i++) {
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.status === 200).catch(() => false);
+    if (ok) break;
+    if (i > 600) throw new Error(`worker ${name} not ready:\n${out}`);
+    await sleep(100);
+  }
+  return { proc, port, samplesFile, exited, out: () => out };
+}
+
+async function stopWorker(w: Worker): Promise<number[]> {
+  w.proc.kill('SIGTERM');
+  await w.exited;
+  return existsSync(w.samplesFile) ? (JSON.parse(readFileSync(w.samplesFile, 'utf8')) as number[]) : [];
+}
+
+interface Env {
+  dir: string;
+  dbUrl: string;
+  dbName: string;
+  prefix: string;
+  store: Store;
+  close(): Promise<void>;
+}
+
+async function environment(tag: string, config: (dir: string) => FleetConfig): Promise<Env> {
+  const dbName = `ev_bench_turns_${tag}_${process.pid}`;
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  await admin.end();
+  const url = new URL(DATABASE_URL);
+  url.pathname = `/${dbName}`;
+  const db = createPgDb(url.toString(), { max: 4 });
+  await migrate(db);
+  const dir = mkdtempSync(join(tmpdir(), `ev-bench-turns-${tag}-`));
+  writeFileSync(join(dir, 'fleet.json'), JSON.stringify(config(dir), null, 2));
+  const prefix = `bench_turns_${tag}_${process.pid}`;
+  return {
+    dir,
+    dbUrl: url.toString(),
+    dbName,
+    prefix,
+    store: new Store(db),
+    async close() {
+      await db.close();
+      const conn = await amqplib.connect(AMQP_URL);
+      const ch = await conn.createChannel();
+      await deleteTopology(ch, loadTopology({ prefix })).catch(() => {});
+      await conn.close();
+      const a = new pg.Client({ connectionString: DATABASE_URL });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+function benchConfig(dir: string, opts: { toolDelayMs: number; maxActiveTasks: number }): FleetConfig {
+  const steps = [...Array.from({ length: TURNS }, (_, i) => ({ toolCalls: [{ name: 'read', arguments: { page: i } }] })), { text: 'done' }];
+  writeFileSync(join(dir, 'agent.json'), JSON.stringify({ steps }));
+  return {
+    version: 1,
+    routes: { stub: { adapter: 'scripted', model: 'stub', scriptPath: 'agent.json' } },
+    tools: { read: { builtin: 'static', description: 'Read a page.', output: 'r'.repeat(200), delayMs: opts.toolDelayMs } },
+    profiles: { agent: { version: '1', route: 'stub', prompt: 'You are a benchmark agent.', tools: ['read'] } },
+    caseTypes: { bench: { rootProfile: 'agent', scope: { reads: 'all', writes: [], forbidden: [] } } },
+    runtime: { leaseTtlMs: 30_000, maxActiveTasks: opts.maxActiveTasks, prefetch: 256, turnsPerActivation: 50, sweepIntervalMs: 1000, dbPoolSize: 24 },
+  };
+}
+
+/** Opens `n` cases with root tasks; all in one transaction when `atOnce`, else at `perSecond`. */
+async function openAgents(store: Store, n: number, opts: { atOnce: boolean; perSecond?: number }): Promise<number> {
+  const one = async (uow: Parameters<Parameters<Store['unitOfWork']>[0]>[0], i: number) => {
+    const { caseId } = await uow.openCase({ caseType: 'bench', originKey: `bench-${process.pid}-${i}-${Math.random()}`, customer: 'bench', objective: { text: `agent ${i}` } });
+    const taskId = await uow.createTask({ caseId, profile: 'agent', profileVersion: '1', objective: { text: `agent ${i}` } });
+    await sendRunnable(uow, { id: taskId, case_id: caseId }, 'opened', null);
+  };
+  if (opts.atOnce) {
+    await store.unitOfWork(async (uow) => {
+      for (let i = 0; i < n; i++) await one(uow, i);
+    });
+    return performance.now();
+  }
+  const t0 = performance.now();
+  const gap = 1000 / (opts.perSecond ?? 100);
+  for (let i = 0; i < n; i++) {
+    const due = t0 + i * gap;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    await store.unitOfWork((uow) => one(uow, i));
+  }
+  return t0;
+}
+
+/**
+ * Postgres CPU spent for one database: every backend connected to it is sampled from /proc
+ * (a local server only), keeping each backend's highest utime+stime.
+ */
+function pgCpuSampler(store: Store, dbName: string): { sample(): Promise<void>; seconds(): number } {
+  const seen = new Map<number, number>();
+  const tick = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+  return {
+    async sample() {
+      const { rows } = await store.db.query<{ pid: number }>({ text: 'SELECT pid FROM pg_stat_activity WHERE datname = $1', values: [dbName] });
+      for (const { pid } of rows) {
+        try {
+          const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+          const t = Number(f[11]) + Number(f[12]);
+          if (t > (seen.get(pid) ?? 0)) seen.set(pid, t);
+        } catch {
+          // not local, or gone
+        }
+      }
+    },
+    seconds: () => [...seen.values()].reduce((a, b) => a + b, 0) / tick,
+  };
+}
+
+async function waitDone(store: Store, n: number, workers: Worker[], onTick?: () => Promise<void>): Promise<void> {
+  for (;;) {
+    const { rows } = await store.db.query<{ n: number }>({ text: "SELECT count(*)::int AS n FROM tasks WHERE state = 'done'" });
+    if ((rows[0]?.n ?? 0) >= n) return;
+    for (const w of workers) if (w.proc.exitCode !== null) throw new Error(`a worker died:\n${w.out()}`);
+    await onTick?.();
+    await sleep(250);
+  }
+}
+
+async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPerS: number | null, workerCount: number): Promise<Record<string, unknown>> {
+  const live = mode === 'live';
+  const n = live ? 1 : workerCount;
+  const env = await environment(tag, (dir) => benchConfig(dir, { toolDelayMs: live ? 4000 : 0, maxActiveTasks: live ? AGENTS : Math.ceil(AGENTS / n) + 64 }));
+  const workerEnv = { DATABASE_URL: env.dbUrl, AMQP_URL, EVERDICT_CONFIG: join(env.dir, 'fleet.json'), EVERDICT_AMQP_PREFIX: env.prefix };
+  const workers = await Promise.all(Array.from({ length: n }, (_, i) => startWorker(env.dir, workerEnv, `${tag}-w${i}`)));
+  let maxRss = 0;
+  let maxActive = 0;
+  let rssAtMaxActive = 0;
+  let heapAtMaxActive = 0;
+  const pgCpu = pgCpuSampler(env.store, env.dbName);
+  const tick = async () => {
+    await pgCpu.sample();
+    for (const w of workers) {
+      const [rss, active, heap] = await Promise.all([scrape(w.port, 'process_resident_memory_bytes'), scrape(w.port, 'everdict_active_tasks'), scrape(w.port, 'nodejs_heap_size_used_bytes')]).catch(() => [0, 0, 0]);
+      maxRss = Math.max(maxRss, rss);
+      if (active > maxActive) {
+        maxActive = active;
+        rssAtMaxActive = rss;
+        heapAtMaxActive = heap;
+      } else if (active === maxActive) {
+        rssAtMaxActive = Math.max(rssAtMaxActive, rss);
+        heapAtMaxActive = Math.max(heapAtMaxActive, heap);
+      }
+    }
+  };
+  // Half load is a steady state: connections opened, statements prepared, code optimised.
+  const warmup = mode === 'half' ? WARMUP : 0;
+  if (warmup > 0) {
+    await openAgents(env.store, warmup, { atOnce: false, perSecond: 50 });
+    await waitDone(env.store, warmup, workers);
+  }
+  for (const w of workers) {
+    w.startCpu = await scrape(w.port, 'process_cpu_seconds_total');
+    w.start = { commits: await scrape(w.port, 'everdict_turn_commits_total'), statements: await scrape(w.port, 'everdict_journal_statements'), allCommits: await commitsOf(w.port) };
+  }
+  await pgCpu.sample();
+  const pgStart = pgCpu.seconds();
+  const perSecond = mode === 'half' && peakTurnsPerS ? (0.5 * peakTurnsPerS) / (TURNS + 1) : undefined;
+  const t0 = await openAgents(env.store, AGENTS, { atOnce: mode !== 'half', ...(perSecond ? { perSecond } : {}) });
+  await waitDone(env.store, AGENTS + warmup, workers, tick);
+  const seconds = (performance.now() - t0) / 1000;
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+  const commits = sum(await Promise.all(workers.map(async (w) => (await scrape(w.port, 'everdict_turn_commits_total')) - (w.start?.commits ?? 0))));
+  const allCommits = sum(await Promise.all(workers.map(async (w) => (await commitsOf(w.port)) - (w.start?.allCommits ?? 0))));
+  const statements = sum(await Promise.all(workers.map(async (w) => (await scrape(w.port, 'everdict_journal_statements')) - (w.start?.statements ?? 0))));
+  const cpuSeconds = (await Promise.all(workers.map(async (w) => (await scrape(w.port, 'process_cpu_seconds_total')) - (w.startCpu ?? 0)))).reduce((a, b) => a + b, 0);
+  const { rows } = await env.store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM turn_checkpoints' });
+  const checkpointed = (rows[0]?.n ?? 0) - warmup * (TURNS + 1);
+  // Samples are in commit order per worker: drop each worker's share of the warm-up turns.
+  const samples = (await Promise.all(workers.map(stopWorker))).flatMap((s) => s.slice(Math.ceil((warmup * (TURNS + 1)) / workers.length)));
+  await env.close();
+  const turns = AGENTS * TURNS;
+  return {
+    phase: mode,
+    workers: n,
+    agents: AGENTS,
+    turns,
+    checkpointed_turns: checkpointed,
+    seconds: +seconds.toFixed(2),
+    turns_per_s: Math.round(turns / seconds),
+    checkpointed_turns_per_s: Math.round(checkpointed / seconds),
+    ...(perSecond ? { arrival_agents_per_s: +perSecond.toFixed(1) } : {}),
+    ...(warmup ? { warmup_agents: warmup } : {}),
+    // Durable commits a task's turn goes through (intent | response+tool intents | outcomes+checkpoint):
+    commits_per_turn: +(commits / checkpointed).toFixed(2),
+    // Database commits actually issued per turn: group-commit statements (shared by the tasks in
+    // them) plus units of work (claims, parks, finishes, sweeps):
+    db_commits_per_turn: +((statements + allCommits) / checkpointed).toFixed(2),
+    worker_cpu_ms_per_turn: +((cpuSeconds * 1000) / checkpointed).toFixed(3),
+    postgres_cpu_ms_per_turn: +(((pgCpu.seconds() - pgStart) * 1000) / checkpointed).toFixed(3),
+    overhead_p50_ms: +(pct(samples, 50) * 1000).toFixed(2),
+    overhead_p99_ms: +(pct(samples, 99) * 1000).toFixed(2),
+    max_active_tasks_per_worker: maxActive,
+    rss_mb_max: Math.round(maxRss / 1048576),
+    rss_mb_at_max_active: Math.round(rssAtMaxActive / 1048576),
+    heap_used_mb_at_max_active: Math.round(heapAtMaxActive / 1048576),
+  };
+}
+
+if (process.env.BENCH_SOURCE !== '1') {
+  const build = spawnSync('npx', ['tsc', '-b', 'services/turn-worker'], { cwd: REPO, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}${build.stderr}`);
+}
+
+const results: Record<string, Record<string, unknown>> = {};
+const peaks: Record<string, unknown>[] = [];
+if (PHASES.has('peak')) {
+  for (const n of WORKER_COUNTS) {
+    const r = await runPhase(`peak${n}`, 'peak', null, n);
+    peaks.push(r);
+    print(r);
+  }
+  results.peak = peaks.reduce((a, b) => ((b.turns_per_s as number) > (a.turns_per_s as number) ? b : a));
+}
+if (PHASES.has('half')) {
+  const peak = (results.peak?.checkpointed_turns_per_s as number | undefined) ?? Number(process.env.BENCH_PEAK ?? 300);
+  results.half = await runPhase('half', 'half', peak, (results.peak?.workers as number | undefined) ?? WORKER_COUNTS[0]!);
+  print(results.half);
+}
+if (PHASES.has('live')) {
+  results.live = await runPhase('live', 'live', null, 1);
+  print(results.live);
+}
+if (PHASES.has('peers')) {
+  const r = spawnSync('bash', ['/work/shared/bench/peers/run.sh', ...PEERS.split(/\s+/).filter(Boolean)], { encoding: 'utf8', timeout: 900_000 });
+  const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{'));
+  for (const l of lines) console.log(l);
+  const dbos = lines.map((l) => JSON.parse(l) as { system: string; turns_per_s: number }).find((x) => x.system === 'dbos');
+  if (dbos) {
+    for (const p of peaks) {
+      const ours = p.turns_per_s as number;
+      print({ system: 'everdict-vs-dbos', workers: p.workers, everdict_turns_per_s: ours, dbos_turns_per_s: dbos.turns_per_s, ratio: +(ours / dbos.turns_per_s).toFixed(2), goal_ratio: 1.5 });
+    }
+  }
+  if (r.status !== 0) print({ system: 'peers', error: `run.sh exited ${r.status}`, stderr: (r.stderr ?? '').slice(-500) });
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { validateFleetConfig } from '@everdict/service-kit';
+import { crashPointsFromEnv, parseCrashSpec } from '../src/crashpoints.js';
+import { noteDecision, notesMessage, topUp } from '../src/notes.js';
+import { decodeStatePaper } from '../src/statePaper.js';
+
+describe('crash points', () => {
+  it('parse, and kill exactly at the n-th arrival', () => {
+    expect([...parseCrashSpec('after_intent:3, after_commit')]).toEqual([
+      ['after_intent', 3],
+      ['after_commit', 1],
+    ]);
+    expect(() => parseCrashSpec('after_lunch:1')).toThrow(/EVERDICT_CRASHPOINT/);
+    let kills = 0;
+    const cp = crashPointsFromEnv({ EVERDICT_CRASHPOINT: 'after_model:2' }, () => void kills++);
+    cp.reach('after_model');
+    cp.reach('after_intent');
+    expect(kills).toBe(0);
+    cp.reach('after_model');
+    expect(kills).toBe(1);
+    cp.reach('after_model');
+    expect(kills).toBe(1);
+    const none = crashPointsFromEnv({});
+    none.reach('after_commit');
+  });
+});
+
+describe('notes', () => {
+  it('become one message and decision references; a top-up only raises limits', () => {
+    const notes = [
+      { kind: 'answer', body: { questionId: 'q1', answer: 'yes', answeredBy: 'ann' } },
+      { kind: 'child_report', body: { childTaskId: 'k1', outcome: 'done', summary: 'fine' } },
+    ];
+    expect(notesMessage(notes)).toBe('Answer to your question q1 (from ann): yes\nSub-agent k1 finished (done): fine');
+    expect(notes.map((n) => noteDecision(n, 4))).toEqual([
+      { kind: 'answer', ref: 'q1', turn: 4 },
+      { kind: 'child_report', ref: 'k1', turn: 4 },
+    ]);
+    expect(topUp({ maxTurns: 2, maxTokens: 10 }, [{ kind: 'top_up', body: { budget: { maxTurns: 3, maxToolCalls: 5, maxTokens: -1 } } }])).toEqual({ maxTurns: 5, maxTokens: 10 });
+  });
+});
+
+describe('fleet config', () => {
+  it('names the JSON path of every problem, shape and references alike', () => {
+    const bad = {
+      version: 1,
+      routes: { main: { adapter: 'scripted', model: 'm' } },
+      profiles: { agent: { version: '1', route: 'nope', prompt: 'p', tools: ['ghost'] } },
+      caseTypes: { ticket: { rootProfile: 'agent', scope: { reads: 'all', writes: [], forbidden: [] }, extra: 1 } },
+    };
+    expect(() => validateFleetConfig(bad)).toThrow(/\/caseTypes\/ticket\/extra is not allowed/);
+    const refs = { ...bad, caseTypes: { ticket: { rootProfile: 'missing', scope: { reads: 'all', writes: [], forbidden: [] } } } };
+    try {
+      validateFleetConfig(refs);
+      expect.unreachable();
+    } catch (err) {
+      const paths = (err as { problems: { path: string }[] }).problems.map((p) => p.path);
+      expect(paths).toEqual(['/routes/main/scriptPath', '/profiles/agent/route', '/profiles/agent/tools/0', '/caseTypes/ticket/rootProfile']);
+    }
+  });
+});
+
+describe('state paper', () => {
+  it('refuses bytes that are not a valid runtime state of this task', () => {
+    expect(() => decodeStatePaper(Buffer.from('{"schema":'), 't', 'p')).toThrow(expect.objectContaining({ code: 'restore_failed', reason: 'invalid_state' }));
+    expect(() => decodeStatePaper(Buffer.from('{"schema":"runtime-state.v1"}'), 't', 'p')).toThrow(/does not match runtime-state.schema.json/);
+  });
+});

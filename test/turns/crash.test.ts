@@ -1,0 +1,122 @@
+/**
+ * Acceptance (issue 4), the crash matrix: a turn-worker process is SIGKILLed at each journal
+ * point — after the intent before the model call, after the model call before its response is
+ * persisted, after the response before tool results, after tool results before the commit,
+ * after the commit before the ack — five times per point, while a second worker keeps running.
+ * Every case completes; no checkpoint is skipped; no completed read runs again; the model is
+ * re-asked only for a turn whose response was never persisted; every ledger verifies.
+ */
+import { readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CRASH_POINTS } from '@everdict/turn-worker';
+import { call, eventually, modelAsks, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+
+const KILLS_PER_POINT = 5;
+const TURNS = 5;
+
+describe('crash matrix: SIGKILL at every journal point, with a second worker running', () => {
+  let fx: TurnsFixture;
+  let steady: WorkerProc;
+  let modelLog: string;
+  let crashLog: string;
+  beforeAll(async () => {
+    fx = await turnsFixture(
+      'turns_crash',
+      testConfig({
+        routes: { main: 'main.json' },
+        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['lookup'] } },
+        runtime: { leaseTtlMs: 1500, sweepIntervalMs: 200 },
+      }),
+    );
+    fx.writeScript('main', [...Array.from({ length: TURNS - 1 }, (_, i) => call(['lookup', { page: i }])), say('resolved')]);
+    modelLog = join(fx.dir, 'model.log');
+    crashLog = join(fx.dir, 'crash.log');
+    steady = await fx.worker('steady', { EVERDICT_MODEL_LOG: modelLog });
+  }, 60_000);
+  afterAll(async () => fx?.close());
+
+  it('survives 25 kills with every invariant intact', async () => {
+    const cases: { caseId: string; taskId: string }[] = [];
+    const open = async (n: number) => {
+      for (let i = 0; i < n; i++) cases.push(await fx.openCase('ticket', `ticket ${cases.length}`));
+    };
+    await open(2);
+    for (const point of CRASH_POINTS) {
+      for (let k = 0; k < KILLS_PER_POINT; k++) {
+        // Vary which arrival dies, so kills land on different turns (and, for after_commit, on
+        // claims as well as on turn commits).
+        const nth = point === 'after_commit' ? k + 1 : (k % 3) + 1;
+        const victim = await fx.worker(`victim-${point}-${k}`, { EVERDICT_CRASHPOINT: `${point}:${nth}`, EVERDICT_CRASH_LOG: crashLog, EVERDICT_MODEL_LOG: modelLog });
+        // Feed work until the victim reaches its point and dies (the steady worker takes some too).
+        for (let round = 0; ; round++) {
+          await open(2);
+          const died = await Promise.race([victim.exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 2500))]);
+          if (died) break;
+          if (round > 12) throw new Error(`victim never reached ${point}:\n${victim.output().slice(-3000)}`);
+        }
+        expect((await victim.exited).signal).toBe('SIGKILL');
+      }
+    }
+
+    await eventually(
+      async () => (await fx.rows<{ n: number }>("SELECT count(*)::int AS n FROM tasks WHERE state <> 'done'"))[0]!.n === 0,
+      { timeoutMs: 60_000, intervalMs: 250, what: 'every case done' },
+    ).catch(async (e: unknown) => {
+      const stuck = await fx.rows("SELECT id, state, park_reason, park_detail, lease_owner, lease_until FROM tasks WHERE state <> 'done'");
+      throw new Error(`${String(e)}\n${JSON.stringify(stuck, null, 1)}\n${steady.output().slice(-4000)}`);
+    });
+
+    // Each point really fired five times.
+    const kills = existsSync(crashLog) ? readFileSync(crashLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { point: string; pid: number; taskId?: string; turn?: number; claim?: boolean }) : [];
+    for (const point of CRASH_POINTS) expect(kills.filter((k) => k.point === point).length, point).toBe(KILLS_PER_POINT);
+    const commitKills = kills.filter((k) => k.point === 'after_commit') as { claim?: boolean }[];
+    expect(commitKills.some((k) => k.claim === true), 'a kill after a claim commit, before its ack').toBe(true);
+    expect(commitKills.some((k) => k.claim !== true), 'a kill after a turn commit').toBe(true);
+
+    // No checkpoint skipped: every task has one per turn, 1..TURNS.
+    const cps = await fx.rows<{ task_id: string; turns: number[] }>('SELECT task_id, array_agg(turn ORDER BY turn) AS turns FROM turn_checkpoints GROUP BY task_id');
+    expect(cps).toHaveLength(cases.length);
+    for (const c of cps) expect(c.turns, c.task_id).toEqual(Array.from({ length: TURNS }, (_, i) => i + 1));
+
+    // No completed read ran again: every real execution of a read happened before its call was
+    // completed in the journal, under an id the journal allocated before dispatch.
+    const reads = await fx.rows<{ call_id: string; executed_at: Date; status: string | null; completed_at: Date | null }>(
+      `SELECT p.call_id, p.executed_at, c.status, c.completed_at FROM probe_executions p LEFT JOIN runtime_calls c ON c.id = p.call_id`,
+    );
+    expect(reads.length).toBeGreaterThanOrEqual(cases.length * (TURNS - 1));
+    for (const r of reads) {
+      expect(r.status, `execution of ${r.call_id} has a journal row`).not.toBeNull();
+      expect(r.status).toBe('completed');
+      expect(r.executed_at.getTime(), `read ${r.call_id} ran after it completed`).toBeLessThanOrEqual(r.completed_at!.getTime());
+    }
+    const completedReads = await fx.rows<{ n: number }>("SELECT count(*)::int AS n FROM runtime_calls WHERE kind = 'read' AND status = 'completed'");
+    expect(completedReads[0]!.n).toBe(cases.length * (TURNS - 1));
+
+    // The model was re-asked only for a turn whose response was never persisted: every ask came
+    // before the turn's one response was persisted, and every ask but the last was made by a
+    // worker that was killed before it could persist the answer (a worker holding several turns
+    // loses all of their in-memory answers when it dies, whichever turn hit the crash point).
+    const asks = modelAsks(modelLog);
+    const killedPids = new Set(kills.map((k) => k.pid));
+    const perTurn = new Map<string, { pid: number; at: number }[]>();
+    for (const a of asks) perTurn.set(`${a.taskId}:${a.turn}`, [...(perTurn.get(`${a.taskId}:${a.turn}`) ?? []), { pid: a.pid, at: a.at }]);
+    const modelCalls = await fx.rows<{ task_id: string; turn: number; completed_at: Date; status: string }>("SELECT task_id, turn, completed_at, status FROM runtime_calls WHERE ordinal = 0");
+    expect(modelCalls).toHaveLength(cases.length * TURNS);
+    let reasked = 0;
+    for (const m of modelCalls) {
+      const key = `${m.task_id}:${m.turn}`;
+      expect(m.status).toBe('completed');
+      const turnAsks = (perTurn.get(key) ?? []).sort((x, y) => x.at - y.at);
+      expect(turnAsks.length, `asks for ${key}`).toBeGreaterThanOrEqual(1);
+      for (const a of turnAsks) expect(a.at, `ask for ${key} after its response was persisted`).toBeLessThanOrEqual(m.completed_at.getTime() + 1);
+      for (const a of turnAsks.slice(0, -1)) expect(killedPids.has(a.pid), `re-ask of ${key} although its first asker lived`).toBe(true);
+      reasked += turnAsks.length - 1;
+    }
+    // Each after_model kill lost at least its own answer; nothing else was asked twice.
+    expect(reasked).toBeGreaterThanOrEqual(KILLS_PER_POINT);
+    expect(reasked).toBeLessThanOrEqual(kills.length);
+
+    for (const c of cases) expect(await fx.store.verifyLedger(c.caseId), c.caseId).toMatchObject({ ok: true });
+  }, 240_000);
+});

@@ -1,0 +1,215 @@
+/**
+ * Cross-process fixtures for the turn-worker: a migrated database and a broker name prefix of
+ * the test file's own, a fleet config + model scripts in a scratch folder, and real worker
+ * processes (`node --conditions=source --import tsx services/turn-worker/src/main.ts`) that can
+ * be SIGKILLed, SIGSTOPped and SIGCONTinued. Everything on the broker is deleted at the end.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import amqplib from 'amqplib';
+import { buildEnvelope, encodeEnvelope, systemClock } from '@everdict/contracts';
+import type { CurrentVersion, FleetConfig, MessageType, PayloadOf } from '@everdict/contracts';
+import { deleteTopology, loadTopology } from '@everdict/bus';
+import { Store, createPgDb, migrate } from '@everdict/store';
+import type { Db } from '@everdict/store';
+import { TEST_AMQP_URL, TEST_DATABASE_URL, amqpPrefix, eventually, freshDatabase } from '@everdict/testkit';
+import { openCaseWithRootTask } from '@everdict/turn-worker';
+
+export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+const MAIN = join(REPO, 'services/turn-worker/src/main.ts');
+
+export interface ScriptStep {
+  text?: string | null;
+  toolCalls?: { name: string; arguments?: Record<string, unknown> }[];
+  error?: { kind: string; status?: number };
+  usage?: { inputTokens: number; outputTokens: number };
+}
+
+export const call = (...calls: [string, Record<string, unknown>?][]): ScriptStep => ({ toolCalls: calls.map(([name, args]) => ({ name, arguments: args ?? {} })) });
+export const say = (text: string): ScriptStep => ({ text });
+
+export interface WorkerProc {
+  readonly name: string;
+  readonly proc: ChildProcess;
+  readonly port: number;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  output(): string;
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+  signal(sig: NodeJS.Signals): void;
+  stop(): Promise<void>;
+}
+
+export interface TurnsFixture {
+  readonly db: Db;
+  readonly store: Store;
+  readonly dbUrl: string;
+  readonly prefix: string;
+  readonly dir: string;
+  readonly configPath: string;
+  config: FleetConfig;
+  writeConfig(config: FleetConfig): void;
+  writeScript(name: string, steps: ScriptStep[]): string;
+  worker(name: string, env?: Record<string, string>): Promise<WorkerProc>;
+  openCase(caseType: string, objective: string): Promise<{ caseId: string; taskId: string }>;
+  /** Sends a message as another service would: an outbox row a worker's relay publishes. */
+  sendAs<T extends MessageType>(type: T, caseId: string, payload: PayloadOf<T, CurrentVersion<T>>, sender?: 'operator' | 'gate'): Promise<string>;
+  rows<R = Record<string, unknown>>(text: string, values?: unknown[]): Promise<R[]>;
+  close(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+export async function turnsFixture(label: string, config: FleetConfig): Promise<TurnsFixture> {
+  const info = await freshDatabase(label);
+  const db = createPgDb(info.url, { max: 6 });
+  await migrate(db);
+  const store = new Store(db);
+  const prefix = amqpPrefix(label);
+  const dir = mkdtempSync(join(tmpdir(), `ev-turns-${label}-`));
+  const configPath = join(dir, 'fleet.json');
+  const workers: WorkerProc[] = [];
+  const fx: TurnsFixture = {
+    db,
+    store,
+    dbUrl: info.url,
+    prefix,
+    dir,
+    configPath,
+    config,
+    writeConfig(c) {
+      fx.config = c;
+      writeFileSync(configPath, JSON.stringify(c, null, 2));
+    },
+    writeScript(name, steps) {
+      const path = join(dir, `${name}.json`);
+      writeFileSync(path, JSON.stringify({ steps }));
+      return path;
+    },
+    async worker(name, env = {}) {
+      const port = await freePort();
+      const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN], {
+        cwd: REPO,
+        env: {
+          ...process.env,
+          DATABASE_URL: info.url,
+          AMQP_URL: TEST_AMQP_URL,
+          EVERDICT_CONFIG: configPath,
+          EVERDICT_AMQP_PREFIX: prefix,
+          EVERDICT_WORKER_NAME: name,
+          PORT: String(port),
+          LOG_LEVEL: process.env.TURNS_LOG_LEVEL ?? 'warn',
+          ...env,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      const keep = (b: Buffer) => {
+        out = (out + b.toString()).slice(-200_000);
+      };
+      proc.stdout!.on('data', keep);
+      proc.stderr!.on('data', keep);
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => proc.once('exit', (code, signal) => res({ code, signal })));
+      let gone = false;
+      void exited.then(() => (gone = true));
+      const w: WorkerProc = {
+        name,
+        proc,
+        port,
+        exited,
+        output: () => out,
+        async metric(metricName, labels = {}) {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          let sum = 0;
+          for (const line of text.split('\n')) {
+            if (!line.startsWith(metricName)) continue;
+            const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line);
+            if (!m || m[1] !== metricName) continue;
+            const lbl = m[2] ?? '';
+            if (Object.entries(labels).every(([k, v]) => lbl.includes(`${k}="${v}"`))) sum += Number(m[3]);
+          }
+          return sum;
+        },
+        signal(sig) {
+          if (!gone) proc.kill(sig);
+        },
+        async stop() {
+          if (gone) return;
+          proc.kill('SIGTERM');
+          const t = setTimeout(() => proc.kill('SIGKILL'), 12_000);
+          await exited;
+          clearTimeout(t);
+        },
+      };
+      workers.push(w);
+      await eventually(
+        async () => {
+          if (gone) throw new Error(`worker ${name} exited during start:\n${out.slice(-3000)}`);
+          const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null);
+          return r?.status === 200;
+        },
+        { timeoutMs: 30_000, intervalMs: 100, what: `worker ${name} ready` },
+      ).catch((err: unknown) => {
+        throw new Error(`${String(err)}\n${out.slice(-3000)}`);
+      });
+      return w;
+    },
+    async openCase(caseType, objective) {
+      const opened = await openCaseWithRootTask(store, fx.config, { caseType, originKey: `${label}-${Math.random()}`, customer: 'acme', objective });
+      return { caseId: opened.caseId, taskId: opened.taskId! };
+    },
+    async sendAs(type, caseId, payload, sender = 'operator') {
+      const envelope = buildEnvelope(
+        { type, version: 1 as CurrentVersion<typeof type>, caseId, lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] }, sender: { service: sender, taskId: null, profile: null, profileVersion: null }, trust: 'platform', payload },
+        systemClock,
+      );
+      await store.unitOfWork((uow) => uow.enqueue({ id: envelope.id, type, caseId }, encodeEnvelope(envelope)));
+      return envelope.id;
+    },
+    async rows(text, values = []) {
+      return (await db.query<never>({ text, values })).rows;
+    },
+    async close() {
+      await Promise.allSettled(workers.map((w) => w.stop()));
+      const conn = await amqplib.connect(TEST_AMQP_URL);
+      const ch = await conn.createChannel();
+      await deleteTopology(ch, loadTopology({ prefix })).catch(() => {});
+      await conn.close().catch(() => {});
+      await db.close();
+    },
+  };
+  fx.writeConfig(config);
+  return fx;
+}
+
+/** A fleet config for tests: scripted routes over the given scripts, a probe read tool. */
+export function testConfig(p: { routes: Record<string, string>; profiles: FleetConfig['profiles']; caseTypes?: FleetConfig['caseTypes']; runtime?: FleetConfig['runtime']; tools?: FleetConfig['tools'] }): FleetConfig {
+  return {
+    version: 1,
+    routes: Object.fromEntries(Object.entries(p.routes).map(([name, script]) => [name, { adapter: 'scripted' as const, model: `script-${name}`, scriptPath: script }])),
+    tools: p.tools ?? { lookup: { builtin: 'probe', description: 'Look something up in the knowledge base.', output: 'found: the answer is 42' } },
+    profiles: p.profiles,
+    caseTypes: p.caseTypes ?? { ticket: { rootProfile: Object.keys(p.profiles)[0]!, scope: { reads: 'all', writes: [], forbidden: [] } } },
+    runtime: { leaseTtlMs: 1500, sweepIntervalMs: 250, ...(p.runtime ?? {}) },
+  };
+}
+
+/** Model asks logged by the workers (EVERDICT_MODEL_LOG). */
+export function modelAsks(path: string): { taskId: string; turn: number; route: string; pid: number; at: number }[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { taskId: string; turn: number; route: string; pid: number; at: number });
+}
+
+export { eventually, TEST_DATABASE_URL };

@@ -1,0 +1,66 @@
+/**
+ * Acceptance (issue 4): a worker stopped (SIGSTOP) past its lease loses the task to another
+ * worker; when it is continued (SIGCONT) its writes are refused — StaleFence, counted in
+ * everdict_store_stale_fence_total — and nothing it produced lands.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, eventually, say, testConfig, turnsFixture, type TurnsFixture } from './helpers.js';
+
+describe('a stalled worker past its lease', () => {
+  let fx: TurnsFixture;
+  beforeAll(async () => {
+    fx = await turnsFixture(
+      'turns_stale',
+      testConfig({
+        routes: { main: 'main.json' },
+        tools: { slow: { builtin: 'probe', description: 'A slow lookup.', output: 'slow result', delayMs: 2500 } },
+        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['slow'] } },
+        runtime: { leaseTtlMs: 1000, sweepIntervalMs: 200 },
+      }),
+    );
+    fx.writeScript('main', [call(['slow', { q: 'x' }]), say('resolved')]);
+  });
+  afterAll(async () => fx?.close());
+
+  it('refuses the stale worker’s writes after another worker took over', async () => {
+    const stale = await fx.worker('stale');
+    const { caseId, taskId } = await fx.openCase('ticket', 'a slow ticket');
+    // The stale worker is inside the tool call (its response and tool intent are committed).
+    await eventually(async () => (await fx.rows('SELECT 1 FROM probe_executions WHERE task_id = $1', [taskId])).length === 1, { what: 'tool started' });
+    const claimed = (await fx.rows<{ fence_epoch: number; lease_owner: string }>('SELECT fence_epoch, lease_owner FROM tasks WHERE id = $1', [taskId]))[0]!;
+    expect(claimed.lease_owner).toMatch(/^stale:/);
+    stale.signal('SIGSTOP');
+    try {
+      const fresh = await fx.worker('fresh');
+      await eventually(async () => (await fx.rows<{ state: string }>('SELECT state FROM tasks WHERE id = $1', [taskId]))[0]!.state === 'done', { timeoutMs: 20_000, what: 'the fresh worker finished the task' }).catch((e: unknown) => {
+        throw new Error(`${String(e)}\n${fresh.output().slice(-3000)}`);
+      });
+      const after = (await fx.rows<{ fence_epoch: number }>('SELECT fence_epoch FROM tasks WHERE id = $1', [taskId]))[0]!;
+      expect(after.fence_epoch).toBe(claimed.fence_epoch + 1);
+    } finally {
+      stale.signal('SIGCONT');
+    }
+    // The stale worker wakes up, finishes its tool call and tries to commit: refused and counted.
+    await eventually(async () => (await stale.metric('everdict_store_stale_fence_total', { operation: 'write_journal' })) > 0, { timeoutMs: 15_000, what: 'stale journal write counted' }).catch(
+      async (e: unknown) => {
+        throw new Error(`${String(e)}\n${await (await fetch(`http://127.0.0.1:${stale.port}/metrics`)).text().then((t) => t.split('\n').filter((l) => l.includes('stale')).join('\n'))}\n${stale.output().slice(-3000)}`);
+      },
+    );
+    await new Promise((r) => setTimeout(r, 500));
+
+    // Nothing of the stale epoch landed after the takeover: every checkpoint and ledger turn
+    // record is the new holder's; the turn's outcome was completed once, by the new holder.
+    const cps = await fx.rows<{ turn: number; fence_epoch: number }>('SELECT turn, fence_epoch FROM turn_checkpoints WHERE task_id = $1 ORDER BY turn', [taskId]);
+    expect(cps).toEqual([
+      { turn: 1, fence_epoch: claimed.fence_epoch + 1 },
+      { turn: 2, fence_epoch: claimed.fence_epoch + 1 },
+    ]);
+    const turns = await fx.rows<{ body: { epoch: number } }>("SELECT body FROM ledger WHERE case_id = $1 AND kind = 'turn'", [caseId]);
+    expect(turns.map((t) => t.body.epoch)).toEqual([claimed.fence_epoch + 1, claimed.fence_epoch + 1]);
+    expect((await fx.rows<{ state: string }>('SELECT state FROM tasks WHERE id = $1', [taskId]))[0]!.state).toBe('done');
+    // The read ran twice (the stale run never completed it) under the same call id; the model was asked once.
+    const reads = await fx.rows<{ call_id: string }>('SELECT call_id FROM probe_executions WHERE task_id = $1', [taskId]);
+    expect(new Set(reads.map((r) => r.call_id)).size).toBe(1);
+    expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
+  }, 90_000);
+});
