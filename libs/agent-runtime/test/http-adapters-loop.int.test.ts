@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createModelClient } from '@everdict/llm';
 import { runToSettlement } from '@everdict/agent-runtime';
 import { harness, probeTool, toolResults } from './harness.js';
-import { providerServer } from './provider-server.js';
+import { providerServer } from '@everdict/testkit';
 
 let server: Awaited<ReturnType<typeof providerServer>>;
 beforeAll(async () => {

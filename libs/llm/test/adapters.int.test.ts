@@ -1,7 +1,7 @@
 /** Both HTTP adapters against a local server speaking the real wire formats (non-streaming). */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createModelClient, isModelError, type ModelClient, type ModelRequest } from '@everdict/llm';
-import { closedPort, providerServer } from './provider-server.js';
+import { closedPort, providerServer } from '@everdict/testkit';
 
 const request: ModelRequest = {
   system: 'be brief',

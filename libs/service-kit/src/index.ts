@@ -15,3 +15,4 @@ export * from './http.js';
 export * from './service.js';
 export { redactUrlCredentials, scrubSecrets, isSecretKey, isContentKey, CENSORED, OMITTED } from './secrets.js';
 export * from './fleetConfig.js';
+export * as crash from './crashpoints.js';

@@ -62,3 +62,4 @@ export async function eventually<T>(probe: () => Promise<T | undefined | null | 
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
   }
 }
+export * from './providerServer.js';

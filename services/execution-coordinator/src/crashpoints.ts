@@ -9,50 +9,21 @@
  *   after_execute   the connector answered; the answer exists only in memory
  *   after_outcome   the outcome is committed; the post-check and settlement have not run
  */
-import { appendFileSync } from 'node:fs';
-import { EverdictError } from '@everdict/contracts';
+import { crash } from '@everdict/service-kit';
 
 export const COORDINATOR_CRASH_POINTS = ['before_execute', 'after_execute', 'after_outcome'] as const;
 export type CoordinatorCrashPoint = (typeof COORDINATOR_CRASH_POINTS)[number];
 
-export interface CrashPoints {
-  reach(point: CoordinatorCrashPoint, detail?: Readonly<Record<string, unknown>>): void;
-}
+export type CrashPoints = crash.CrashPoints<CoordinatorCrashPoint>;
 
-export const noCrashPoints: CrashPoints = { reach: () => {} };
+export const noCrashPoints: CrashPoints = crash.noCrashPoints;
 
 /** Parses `point:n[,point:n…]`; the error names the bad entry. */
 export function parseCrashSpec(spec: string): Map<CoordinatorCrashPoint, number> {
-  const out = new Map<CoordinatorCrashPoint, number>();
-  for (const entry of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
-    const [point, countText = '1'] = entry.split(':');
-    const count = Number(countText);
-    if (!(COORDINATOR_CRASH_POINTS as readonly string[]).includes(point ?? '') || !Number.isSafeInteger(count) || count < 1) {
-      throw new EverdictError('config_invalid', `EVERDICT_CRASHPOINT entry ${JSON.stringify(entry)} must be <point>:<n> with point one of ${COORDINATOR_CRASH_POINTS.join('|')} and n >= 1`, {
-        details: { field: 'EVERDICT_CRASHPOINT' },
-      });
-    }
-    out.set(point as CoordinatorCrashPoint, count);
-  }
-  return out;
+  return crash.parseCrashSpec(COORDINATOR_CRASH_POINTS, spec);
 }
 
-/** From the environment; `EVERDICT_CRASH_LOG` gets one JSON line per kill, written before the signal. */
-export function crashPointsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env, kill: () => void = () => process.kill(process.pid, 'SIGKILL')): CrashPoints {
-  const spec = env.EVERDICT_CRASHPOINT?.trim();
-  if (!spec) return noCrashPoints;
-  const targets = parseCrashSpec(spec);
-  const seen = new Map<CoordinatorCrashPoint, number>();
-  const log = env.EVERDICT_CRASH_LOG;
-  return {
-    reach(point, detail) {
-      const target = targets.get(point);
-      if (target === undefined) return;
-      const n = (seen.get(point) ?? 0) + 1;
-      seen.set(point, n);
-      if (n !== target) return;
-      if (log) appendFileSync(log, `${JSON.stringify({ point, pid: process.pid, ...detail })}\n`);
-      kill();
-    },
-  };
+/** From the environment (EVERDICT_CRASHPOINT, EVERDICT_CRASH_LOG); see @everdict/service-kit crashpoints. */
+export function crashPointsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env, kill?: () => void): CrashPoints {
+  return crash.crashPointsFromEnv(COORDINATOR_CRASH_POINTS, env, kill);
 }

@@ -1,4 +1,4 @@
-/** A local HTTP server that answers like a model provider, one programmed reply per request. */
+/** A local HTTP server that answers like a model provider, one programmed reply per request (adapter and loop tests). */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
