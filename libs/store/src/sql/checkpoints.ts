@@ -5,6 +5,7 @@
  * under. Rows are immutable; the highest turn is the one a worker restores.
  */
 import type { Sql } from '../db.js';
+import type { CallColumns } from './journal.js';
 
 export interface RestoreRow {
   /** The journal of the turn to run next, as JSON (bytes base64), or null when empty. */
@@ -25,18 +26,7 @@ export interface RestoreRow {
   head_hash: string | null;
 }
 
-export interface RestoreCallJson {
-  id: string;
-  turn: number;
-  ordinal: number;
-  kind: 'model' | 'read' | 'control' | 'effect';
-  tool_name: string | null;
-  status: string;
-  fence_epoch: number;
-  request_hash: string | null;
-  response_hash: string | null;
-  route: string | null;
-  versions: unknown;
+export interface RestoreCallJson extends CallColumns {
   completed_at: string | null;
   request: string | null;
   request_content_hash: string | null;

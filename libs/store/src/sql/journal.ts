@@ -307,7 +307,8 @@ export function supersedeModelIntent(callId: string, taskId: string, requestPape
   };
 }
 
-export interface JournalRow {
+/** The RUNTIME_CALLS columns every read of the journal returns. */
+export interface CallColumns {
   id: string;
   turn: number;
   ordinal: number;
@@ -319,6 +320,9 @@ export interface JournalRow {
   response_hash: string | null;
   route: string | null;
   versions: unknown;
+}
+
+export interface JournalRow extends CallColumns {
   request_bytes: Buffer | null;
   request_content_hash: string | null;
   response_bytes: Buffer | null;
