@@ -66,6 +66,11 @@ function referenceProblems(c: FleetConfig): FleetConfigProblem[] {
     if (p.childProfile !== undefined && !profiles.has(p.childProfile)) {
       problems.push({ path: pointer('profiles', name, 'childProfile'), message: `names profile ${JSON.stringify(p.childProfile)}, which profiles does not declare` });
     }
+    if (p.auditor !== undefined && !profiles.has(p.auditor)) {
+      problems.push({ path: pointer('profiles', name, 'auditor'), message: `names profile ${JSON.stringify(p.auditor)}, which profiles does not declare` });
+    }
+    // The auditor is not the writer (seed 004 §5).
+    if (p.auditor === name) problems.push({ path: pointer('profiles', name, 'auditor'), message: 'must be a different profile than the one it audits' });
     if (p.compaction?.keepRecent !== undefined && p.compaction.keepRecent >= p.compaction.maxMessages) {
       problems.push({ path: pointer('profiles', name, 'compaction', 'keepRecent'), message: 'must be smaller than maxMessages' });
     }

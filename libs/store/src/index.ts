@@ -16,6 +16,7 @@ export * from './journal.js';
 export * from './taskGraph.js';
 // Effects under authority (issue 5): gates, decisions, grants, impact claims, dispatches, effect calls.
 export * from './effects.js';
+export * from './proposals.js';
 export * from './groupCommit.js';
 // Intake (issue 6): case views, question answers, mailbox cursors, fleet counts.
 export * from './intake.js';

@@ -14,6 +14,8 @@ import type { LoadedFleetConfig } from '@everdict/service-kit';
 import type { Db } from '@everdict/store';
 import { runtimeSettings, type RuntimeSettings } from './settings.js';
 import { builtinTool, type ToolTiming } from './tools.js';
+import { writesProposeTool } from './writesPropose.js';
+import type { ProposalTurn } from './writesPropose.js';
 import { versionsOf, type Versions } from './versions.js';
 
 /** An agent as it runs now: prompt, model client, registry and the versions they amount to. */
@@ -41,9 +43,32 @@ export interface CatalogDeps {
 
 export class Catalog {
   private gen: Generation;
+  /** Running turns that may propose writes, by task id (set by durableTurn for a turn's length). */
+  readonly proposals = new Map<string, ProposalTurn>();
+  /** The `writes__propose` tool; the same object under every config generation. */
+  private readonly propose: Tool;
 
   constructor(loaded: LoadedFleetConfig, private readonly deps: CatalogDeps) {
+    this.propose = writesProposeTool({
+      db: deps.db,
+      fleet: () => this.gen.loaded.config,
+      auditorOf: (profileName) => this.auditorOf(profileName),
+      turnOf: (taskId) => this.proposals.get(taskId),
+    });
     this.gen = this.build(loaded);
+  }
+
+  /**
+   * The auditor of a profile's write proposals: a DIFFERENT profile, on its own route (the
+   * auditor is not the writer). A profile without one cannot have proposals approved.
+   */
+  auditorOf(profileName: string): { name: string; profile: FleetProfile; client: ModelClient } | { missing: string } {
+    const name = this.profile(profileName).auditor;
+    if (name === undefined) return { missing: `profile ${profileName} has no auditor profile configured (profiles.${profileName}.auditor)` };
+    if (name === profileName) return { missing: `profile ${profileName} names itself as its auditor; the auditor is not the writer` };
+    const profile = this.gen.loaded.config.profiles[name];
+    if (!profile) return { missing: `auditor profile ${name} is not in the fleet config` };
+    return { name, profile, client: this.gen.router.client(profile.route) };
   }
 
   private build(loaded: LoadedFleetConfig): Generation {
@@ -118,6 +143,9 @@ export class Catalog {
       if (declaredTools !== null && (!declaredTools.includes(name) || tool.descriptor.access !== 'read' || !authorizeToolInvocation(tool.descriptor, envelope).allowed)) continue;
       base.push(tool);
     }
+    // A root agent whose case scope admits proposals (`writes__propose` in scope.writes) gets the
+    // tool; children never do (K4: a child's registry is its parent's read-only tools).
+    if (declaredTools === null && authorizeToolInvocation(this.propose.descriptor, envelope).allowed) base.push(this.propose);
     const registry = kernelRegistry(base);
     const model = this.gen.router.client(profile.route);
     const view: AgentView = {

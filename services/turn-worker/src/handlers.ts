@@ -162,26 +162,40 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     return 'applied';
   };
 
+  /**
+   * A gate's final answer. A task waits on its proposal's gate (park `gate`, detail.gateId):
+   * a rejection, expiry or revocation wakes it with the reason (a refused proposal); an approval
+   * does NOT — the effect runs now and the task wakes on what landed (`effect.outcome`).
+   */
   const gateDecided: MessageHandler<Of<'gate.decided'>> = async (e, uow) => {
     const p = e.payload;
+    if (e.sender.service !== 'gate') return refuse(env, e, 'only the gate decides gates');
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const detail = (task.park_detail ?? {}) as { gateId?: string };
     if (task.state !== 'parked' || task.park_reason !== 'gate' || detail.gateId !== p.gateId) return 'ignored';
     await addNote(uow, task.id, 'gate', { gateId: p.gateId, outcome: p.outcome, reason: p.reason ?? null }, e.id);
+    if (p.outcome === 'approved') return 'applied';
     const woken = await wakeParked(uow, task.id, 'gate');
     if (woken) await sendRunnable(uow, woken, 'decided', null);
     return 'applied';
   };
 
+  /**
+   * What landed for an effect. Always a note for the task; it wakes the task waiting on that
+   * effect (same packet digest or grant, or the call it waits to see reconciled) only when the
+   * outcome is conclusive — an unknown outcome is reconciled before anything else touches it.
+   */
   const effectOutcome: MessageHandler<Of<'effect.outcome'>> = async (e, uow) => {
     const p = e.payload;
+    if (e.sender.service !== 'execution-coordinator' && e.sender.service !== 'reconciler') return refuse(env, e, 'only the coordinator and the reconciler report what landed');
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
-    await addNote(uow, task.id, 'outcome', { callId: p.callId, outcome: p.outcome, established: p.established }, e.id);
-    const detail = (task.park_detail ?? {}) as { callId?: string };
-    if (task.state === 'parked' && task.park_reason !== null && detail.callId === p.callId) {
-      const woken = await wakeParked(uow, task.id, task.park_reason);
+    await addNote(uow, task.id, 'outcome', { callId: p.callId, grantId: p.grantId, outcome: p.outcome, established: p.established, receipt: p.receipt ?? null }, e.id);
+    const detail = (task.park_detail ?? {}) as { packetDigest?: string; grantId?: string; effectCallId?: string };
+    const waitsOnIt = detail.packetDigest === p.packetDigest || detail.grantId === p.grantId || detail.effectCallId === p.callId;
+    if (task.state === 'parked' && task.park_reason === 'gate' && waitsOnIt && p.outcome !== 'unknown') {
+      const woken = await wakeParked(uow, task.id, 'gate');
       if (woken) await sendRunnable(uow, woken, 'outcome', null);
     }
     return 'applied';

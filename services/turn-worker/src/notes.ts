@@ -28,9 +28,9 @@ export function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
     case 'top_up':
       return `Your budget was topped up: ${str(b.budget)}`;
     case 'gate':
-      return `Gate ${str(b.gateId)} was decided: ${str(b.outcome)}`;
+      return `Gate ${str(b.gateId)} was decided: ${str(b.outcome)}${b.reason ? ` (${str(b.reason)})` : ''}${b.outcome === 'approved' ? '; the effect runs now.' : '; nothing was executed.'}`;
     case 'outcome':
-      return `Effect call ${str(b.callId)} landed: ${str(b.outcome)}`;
+      return `Effect call ${str(b.callId)} landed: ${str(b.outcome)}${b.established ? ` (${str(b.established)})` : ''}${b.receipt ? `. Receipt: ${JSON.stringify(b.receipt)}` : ''}`;
     default:
       return str(b.text ?? b);
   }

@@ -31,7 +31,7 @@
  *                       nothing of that turn runs again; a redelivered message is an inbox duplicate.
  */
 import { appendFileSync } from 'node:fs';
-import { budgetExhausted, EverdictError, isEverdictError, newId, payloadHash } from '@everdict/contracts';
+import { budgetExhausted, canonicalJson, EverdictError, isEverdictError, newId, payloadHash } from '@everdict/contracts';
 import { modelRequestFor, resumeRun, runTurn } from '@everdict/agent-runtime';
 import type { CallRecord, KernelClock, KernelDeps, RunContext, RunState, TurnResult } from '@everdict/agent-runtime';
 import type { ModelClient } from '@everdict/llm';
@@ -39,6 +39,7 @@ import {
   addNote,
   askQuestion,
   createChildTask,
+  PACKET_PAPER_SCHEMA,
   parkWithBackoff,
   recordPlanRevision,
   reportRouteHealth,
@@ -63,6 +64,8 @@ import { committedHandoff, deferredSubAgents, paperResultStore, TurnBuffer } fro
 import { modelIntentRow, TurnJournal } from './turnJournal.js';
 import type { IntentRow } from './turnJournal.js';
 import type { ToolTiming } from './tools.js';
+import { PROPOSE_TOOL } from './proposal.js';
+import type { ProposalRecord, ProposalTurn } from './writesPropose.js';
 import { versionsHash } from './versions.js';
 
 /** A task held by this worker between turns of one activation. */
@@ -180,6 +183,15 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     onCommit,
   });
   const buffer = new TurnBuffer();
+  const proposing: ProposalTurn = {
+    caseId: tr.task.case_id,
+    envelope: tr.runCtx.envelope,
+    profileName: tr.view.profileName,
+    plan: run.plan ? { revision: run.plan.revision, stepIds: run.plan.steps.map((s) => s.id) } : null,
+    proposal: null,
+    ledger: [],
+  };
+  env.catalog.proposals.set(taskId, proposing);
   const deps: KernelDeps = {
     model: instrumented(tr.view.model, t, env.modelLog, { taskId, turn: turnNo }),
     journal,
@@ -188,6 +200,14 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     clock: env.clock,
     subAgents: deferredSubAgents(buffer),
     handoff: committedHandoff(buffer),
+    // K3: the hook fires for writes. The only write an agent has is a proposal, which executes
+    // nothing — the human's authority is the gate's grant — so proposals are allowed and any
+    // other write is refused.
+    permission: {
+      async request(req) {
+        return req.tool === PROPOSE_TOOL ? { decision: 'allow' } : { decision: 'deny', reason: 'writes go through writes__propose and a gate' };
+      },
+    },
   };
 
   let result: TurnResult;
@@ -203,10 +223,11 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     throw err;
   } finally {
     env.timings.delete(taskId);
+    env.catalog.proposals.delete(taskId);
   }
   if (journal.ranTools) env.crash.reach('after_tool_results', { taskId, turn: turnNo });
 
-  const committed = await commitTurn(env, tr, { result, journal, buffer, host, before: run, restored: { run: tr.run, host: tr.host }, release: opts.release, onCommit });
+  const committed = await commitTurn(env, tr, { result, journal, buffer, proposing, host, before: run, restored: { run: tr.run, host: tr.host }, release: opts.release, onCommit });
   env.crash.reach('after_commit', { taskId, turn: turnNo });
   await noteRouteHealth(env, tr, result);
 
@@ -220,6 +241,8 @@ interface Produced {
   readonly result: TurnResult;
   readonly journal: TurnJournal;
   readonly buffer: TurnBuffer;
+  /** What `writes__propose` decided this turn (a gate to ask or wait on; ledger records). */
+  readonly proposing: ProposalTurn;
   readonly host: HostState;
   readonly before: RunState;
   /** The state as restored, before this turn's notes were appended. */
@@ -310,7 +333,8 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
   const writeCheckpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);
 
   const decide = (cancelRequested: 'hard' | 'soft' | null, unfinished: number) =>
-    settle({
+    waitOnProposal(
+      settle({
       settlement: result.settlement,
       cancelRequested,
       release: p.release,
@@ -318,7 +342,9 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
       route: tr.view.model.route.name,
       providerAttempt: nextProviderAttempt(task.park_reason, task.park_detail),
       backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
-    });
+      }),
+      p.proposing.proposal,
+    );
 
   /** The journal/checkpoint/ledger write of this turn, given the transition it is committed with. */
   const turnWrite = (transition: Transition) => {
@@ -359,7 +385,8 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
   let resumeSeq: number | null = null;
   const simple = transition.kind === 'continue' || transition.kind === 'finish' || transition.kind === 'release' || (transition.kind === 'park' && !transition.ask);
 
-  if (simple && buffer.children.length === 0 && !planChanged && !compacting) {
+  const proposed = p.proposing.proposal !== null || p.proposing.ledger.length > 0;
+  if (simple && buffer.children.length === 0 && !planChanged && !compacting && !proposed) {
     // The hot path: the turn (and a transition that ends the activation) as part of one
     // group-commit statement, with its outbox row.
     const { intent, write } = turnWrite(transition);
@@ -413,6 +440,10 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
           );
         }
       }
+      if (proposed) {
+        extraLedger = true;
+        await writeProposal(uow, tr, p.proposing);
+      }
       const questionId = await applyTransition(env, uow, tr, tx, next);
       if (questionId !== null) {
         extraLedger = true;
@@ -446,6 +477,65 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
     case 'finish':
       return { end: { ended: true, outcome: transition.state === 'done' ? 'completed' : transition.state === 'failed' ? 'failed' : 'cancelled' } };
   }
+}
+
+/**
+ * A turn that proposed a write waits on it: instead of going on (or being given back), the task
+ * parks `gate` on the gate it asked for, the gate of the same change already asked, or the
+ * outcome being reconciled. Endings the kernel decided (done, failed, budget, question, a soft
+ * cancel) stand; the proposal is still written and its decision reaches the task as a note.
+ */
+export function waitOnProposal(t: Transition, proposal: ProposalRecord | null): Transition {
+  if (proposal === null || (t.kind !== 'continue' && t.kind !== 'release' && t.kind !== 'resume_now')) return t;
+  const detail =
+    proposal.kind === 'reconciling'
+      ? { kind: 'effect_reconciling', effectCallId: proposal.effectCallId, mutationKey: proposal.mutationKey }
+      : proposal.kind === 'gate'
+        ? { kind: 'effect', gateId: proposal.gateId, packetDigest: proposal.packet.digest, proposeCallId: proposal.callId, mutationKey: proposal.mutationKey }
+        : { kind: 'effect', gateId: proposal.gateId, packetDigest: proposal.packetDigest, mutationKey: proposal.mutationKey };
+  return { kind: 'park', reason: 'gate', detail, backoffMs: null, ask: false };
+}
+
+/**
+ * The proposal's durable half, in the turn's unit of work under the task's fence: the exact
+ * packet as a paper, the `gate.requested` that names it, and the case's ledger records.
+ */
+async function writeProposal(uow: UnitOfWork, tr: TaskRun, proposing: ProposalTurn): Promise<void> {
+  const { task, token } = tr;
+  for (const l of proposing.ledger) await uow.appendLedger(task.case_id, l);
+  const proposal = proposing.proposal;
+  if (proposal?.kind !== 'gate') return;
+  const packet = proposal.packet;
+  const paper = await uow.putPaper({ caseId: task.case_id, kind: 'artefact', name: `packets/${proposal.gateId}`, schemaId: PACKET_PAPER_SCHEMA, bytes: Buffer.from(canonicalJson(packet), 'utf8') });
+  await send(
+    uow,
+    'gate.requested',
+    {
+      gateId: proposal.gateId,
+      taskId: task.id,
+      callId: proposal.callId,
+      packetDigest: packet.digest,
+      packetPaperId: paper.paperId,
+      planStepId: packet.planStepId,
+      operation: packet.operation.name,
+      effectClass: packet.effectClass,
+      impactKeys: [...packet.impactKeys],
+      ...(packet.summary ? { summary: packet.summary.slice(0, 4000) } : {}),
+    },
+    { caseId: task.case_id, from: task, fence: token },
+  );
+  await uow.appendLedger(task.case_id, {
+    kind: 'effect_proposed',
+    body: {
+      taskId: task.id,
+      gateId: proposal.gateId,
+      proposeCallId: proposal.callId,
+      digest: packet.digest,
+      mutationKey: proposal.mutationKey,
+      operation: `${packet.operation.connector}/${packet.operation.name}`,
+      audit: { verdict: proposal.audit.verdict, by: proposal.audit.by, reason: proposal.audit.reason },
+    },
+  });
 }
 
 /** Creates a child task under the parent's fence and makes it runnable (idempotent per spawn call). */

@@ -4,6 +4,10 @@
 
 export type FleetName = string;
 export type FleetToolName = string;
+/**
+ * Profile of the independent auditor that reviews this profile's write proposals (writes.propose). It sees the packet and the evidence the proposal cites, never the author's transcript or identity; it must not be the profile itself. Absent: proposals of this profile are refused.
+ */
+export type FleetName1 = string;
 
 /**
  * The fleet config file named by EVERDICT_CONFIG (DESIGN §7): model routes, tools, agent profiles, case types, connectors and their operations, principals, gate policies and runtime tunables. Names referenced across sections (a profile's route, a case type's root profile, a profile's tools) are checked by the loader, which names the JSON path of every problem.
@@ -109,6 +113,7 @@ export interface FleetProfile {
   budget?: FleetBudget;
   maxOutputTokens?: number;
   compaction?: FleetCompaction;
+  auditor?: FleetName1;
 }
 /**
  * Absent limits are unlimited. Exhaustion parks the task `budget` (never done).
@@ -148,6 +153,7 @@ export interface FleetConnector {
   operations: {
     [k: string]: FleetOperation | undefined;
   };
+  target?: FleetConnectorTarget;
 }
 export interface FleetOperation {
   access: "read" | "write";
@@ -157,6 +163,40 @@ export interface FleetOperation {
    * How the connector establishes what landed (conclusive test), if it can.
    */
   whatLanded?: string;
+  /**
+   * Bounds of the operation's parameters, checked mechanically before audit (a proposal naming a parameter not listed here is refused).
+   */
+  params?: {
+    [k: string]: FleetParamBound | undefined;
+  };
+  /**
+   * Impact-key templates the operation claims, with {param} placeholders bound from the proposal's parameters (e.g. "billing:test:{accountId}"). Absent: the whole target system.
+   *
+   * @maxItems 16
+   */
+  impactKeys?: string[];
+  /**
+   * Version of the target's shape the operation is planned against (default "1").
+   */
+  shapeVersion?: string;
+}
+export interface FleetParamBound {
+  type: "string" | "integer" | "number" | "boolean";
+  maxLength?: number;
+  pattern?: string;
+  minimum?: number;
+  maximum?: number;
+  /**
+   * Default true.
+   */
+  required?: boolean;
+}
+/**
+ * Identity of the system the connector's writes land on; packets are built for it and the coordinator rechecks it at dispatch.
+ */
+export interface FleetConnectorTarget {
+  system: string;
+  environment: string;
 }
 export interface FleetPrincipal {
   /**
