@@ -79,6 +79,7 @@ beforeAll(async () => {
       outside: route(script('outside', [{ toolCalls: [credit('acct-out', 100)] }, { text: 'Could not credit: outside my scope.' }])),
       rejected: route(script('rejected', [{ toolCalls: [credit('acct-rej', 100)] }, { text: 'The auditor refused.' }])),
       refusedGate: route(script('refused-gate', [{ toolCalls: [credit('acct-gate', 100)] }, { text: 'The gate refused.' }])),
+      lapsed: route(script('lapsed', [{ toolCalls: [credit('acct-lapsed', 100)] }, { text: 'Nobody decided in time.' }])),
       auditor: route(script('auditor', [{ text: '{"verdict": "approve", "reason": "amount and account match the cited ticket"}' }])),
       strict: route(script('strict', [{ text: 'I cannot approve this: {"verdict": "reject", "reason": "no evidence supports the amount"}' }])),
     },
@@ -87,6 +88,7 @@ beforeAll(async () => {
       outside: profile('outside'),
       rejected: profile('rejected', 'strictAuditor'),
       refusedGate: profile('refusedGate'),
+      lapsed: profile('lapsed'),
       auditor: { version: '1', route: 'auditor', prompt: 'You audit write packets.' },
       strictAuditor: { version: '1', route: 'strict', prompt: 'You audit write packets strictly.' },
     },
@@ -95,6 +97,7 @@ beforeAll(async () => {
       outside: { rootProfile: 'outside', scope: { reads: 'all', writes: ['writes__propose', 'estate'], forbidden: [] } },
       rejected: { rootProfile: 'rejected', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } },
       refusedGate: { rootProfile: 'refusedGate', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } },
+      lapsed: { rootProfile: 'lapsed', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } },
     },
     connectors: {
       billing: {
@@ -266,5 +269,16 @@ describe('effects proposed by an agent', () => {
     expect(f.target.touching('acct-gate')).toHaveLength(0);
     const { rows } = await f.db.query<{ kind: string; body: Record<string, unknown> }>({ text: `SELECT kind, body FROM task_notes WHERE task_id = $1::uuid ORDER BY seq`, values: [taskId] });
     expect(rows.find((n) => n.kind === 'gate')?.body).toMatchObject({ gateId: gate!.id, outcome: 'rejected' });
+  }, 60_000);
+
+  it('a gate that expires undecided (closed by the reconciler) wakes the agent; nothing is executed', async () => {
+    const { caseId, taskId } = await open('lapsed');
+    const gate = await waitOpenGate(caseId, 1);
+    await waitTask(taskId, 'parked', 'gate');
+    await f.db.query({ text: `UPDATE gates SET expires_at = now() - interval '1 second' WHERE id = $1::uuid`, values: [gate!.id] });
+    await waitTask(taskId, 'done');
+    expect(f.target.touching('acct-lapsed')).toHaveLength(0);
+    const { rows } = await f.db.query<{ kind: string; body: Record<string, unknown> }>({ text: `SELECT kind, body FROM task_notes WHERE task_id = $1::uuid ORDER BY seq`, values: [taskId] });
+    expect(rows.find((n) => n.kind === 'gate')?.body).toMatchObject({ gateId: gate!.id, outcome: 'expired' });
   }, 60_000);
 });

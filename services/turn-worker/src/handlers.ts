@@ -169,7 +169,8 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
    */
   const gateDecided: MessageHandler<Of<'gate.decided'>> = async (e, uow) => {
     const p = e.payload;
-    if (e.sender.service !== 'gate') return refuse(env, e, 'only the gate decides gates');
+    // The gate decides; the reconciler closes gates that expired undecided.
+    if (e.sender.service !== 'gate' && e.sender.service !== 'reconciler') return refuse(env, e, 'only the gate (or the reconciler, for expiry) closes gates');
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const detail = (task.park_detail ?? {}) as { gateId?: string };
