@@ -13,12 +13,14 @@ usage: everdict <command> [--json]
 
 commands:
   start [--service NAME]…
-              run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT
+              run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT;
+              with neither DATABASE_URL nor AMQP_URL: all five services in this process on
+              embedded PGlite (EVERDICT_DATA_DIR) and the in-process transport, sample config
   migrate     apply database migrations (needs DATABASE_URL)
 ${OPS_HELP}
   help        this text
 
-environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
+environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, EVERDICT_DATA_DIR, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
 
 function requireEnv(name: string): string {
   const v = process.env[name];

@@ -105,11 +105,12 @@ describe('everdict start (fleet node)', () => {
     }
   });
 
-  it('names both missing URLs and exits non-zero', async () => {
-    const node = startNode({});
-    expect(await node.exited).toBe(1);
-    const text = node.lines.join('\n');
-    expect(text).toContain('DATABASE_URL');
-    expect(text).toContain('AMQP_URL');
+  it('with only one of the two URLs set, names the missing one and exits non-zero (never half embedded)', async () => {
+    for (const [given, missing] of [[{ DATABASE_URL: 'postgres://127.0.0.1:1/none' }, 'AMQP_URL'], [{ AMQP_URL: TEST_AMQP_URL }, 'DATABASE_URL']] as const) {
+      const node = startNode(given);
+      expect(await node.exited).toBe(2);
+      const text = node.lines.join('\n');
+      expect(text).toContain(`${missing}: is required because`);
+    }
   });
 });

@@ -2,8 +2,10 @@
  * The deployment files checked against each other and against the code (issue 6 item 4):
  * Prometheus config and rules pass promtool (and their unit tests), every metric an alert or
  * panel names is in infra/metrics-catalog.json, every catalogued "exported" metric really is
- * on the /metrics of a service-kit registry, the compose file is wired consistently, and the
- * Dockerfile is multi-stage, non-root, exec-form and references files that exist.
+ * on the /metrics of each service that exports it (its registry built as the service builds it:
+ * service-kit's createMetrics plus the service's own metrics), the compose file is wired
+ * consistently, and the Dockerfile is multi-stage, non-root, exec-form and references files that
+ * exist. live-metrics.test.ts checks the same catalog against the services' real processes.
  *
  * promtool: $PROMTOOL, /usr/bin/promtool or PATH. Missing promtool fails only under CI=true
  * (.ci/run installs Debian's `prometheus`). STRICT_METRICS=1 also fails while any catalogued
@@ -18,8 +20,11 @@ import { delimiter, dirname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { intakeMetrics } from '@everdict/intake';
 import { loadModelScript } from '@everdict/llm';
+import { reconcilerMetrics } from '@everdict/reconciler';
 import { ReadinessChecks, createMetrics, loadFleetConfig, startHttpServer } from '@everdict/service-kit';
+import { turnMetrics } from '@everdict/turn-worker';
 import { baseMetricName, groupingLabels, metricNames } from './promql.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -29,6 +34,7 @@ const readYaml = (...parts: string[]): unknown => parseYaml(readText(...parts), 
 const readJson = (...parts: string[]): unknown => JSON.parse(readText(...parts));
 
 const EVERDICT_SERVICES = ['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler'] as const;
+type EverdictService = (typeof EVERDICT_SERVICES)[number];
 /** Series Prometheus makes itself for every target; the only names a "synthetic" entry may have. */
 const PROMETHEUS_SYNTHETIC = new Set(['up', 'scrape_duration_seconds', 'scrape_samples_scraped', 'scrape_samples_post_metric_relabeling', 'scrape_series_added']);
 /** Labels every scraped series carries besides its own: set by the process (service) or the scrape. */
@@ -113,9 +119,21 @@ function expectPromtoolOk(args: string[], input?: string): void {
   if (r) expect(r.status, r.output).toBe(0);
 }
 
-/** The /metrics body of a registry from createMetrics, fetched over service-kit's HTTP server. */
-async function liveMetrics(): Promise<{ body: string; metrics: ReturnType<typeof createMetrics> }> {
-  const metrics = createMetrics({ service: 'infra-test' });
+/**
+ * A service's registry as its start function builds it: service-kit's createMetrics (bus, store,
+ * process metrics), plus the metrics the service registers on it itself.
+ */
+function serviceMetrics(service: EverdictService): ReturnType<typeof createMetrics> {
+  const metrics = createMetrics({ service });
+  if (service === 'intake') intakeMetrics(metrics);
+  if (service === 'turn-worker') turnMetrics(metrics.registry).committer({ statements: 0, writes: 0 });
+  if (service === 'reconciler') reconcilerMetrics(metrics.registry);
+  return metrics;
+}
+
+/** The /metrics body of a service's registry, fetched over service-kit's HTTP server. */
+async function liveMetrics(service: EverdictService): Promise<{ body: string; metrics: ReturnType<typeof createMetrics> }> {
+  const metrics = serviceMetrics(service);
   const server = await startHttpServer({ port: 0, host: '127.0.0.1', registry: metrics.registry, readiness: new ReadinessChecks({ started: true }) });
   try {
     const res = await fetch(`http://127.0.0.1:${server.port}/metrics`);
@@ -202,24 +220,28 @@ describe('metric names: alerts and dashboard against the catalog, the catalog ag
     }
   });
 
-  it('every "exported" entry is on a service-kit registry\'s live /metrics with its type and labels; every everdict_ metric there is catalogued; promtool check metrics passes', async () => {
-    const { body, metrics } = await liveMetrics();
-    const onPage = typesOnMetricsPage(body);
-    for (const m of catalog.filter((c) => c.status === 'exported')) {
-      expect(onPage.get(m.name), `${m.name} on /metrics`).toBe(m.type);
-      const registered = metrics.registry.getSingleMetric(m.name) as unknown as { labelNames?: readonly string[] } | undefined;
-      expect(Array.isArray(registered?.labelNames), `${m.name}: prom-client exposes labelNames`).toBe(true);
-      expect([...(registered?.labelNames ?? [])].sort(), `${m.name} labels`).toEqual([...m.labels].sort());
+  it('every "exported" entry is on the /metrics of each service exporting it, with its type and labels; every everdict_ metric a service exposes is catalogued for it; promtool check metrics passes', async () => {
+    for (const service of EVERDICT_SERVICES) {
+      const { body, metrics } = await liveMetrics(service);
+      const onPage = typesOnMetricsPage(body);
+      for (const m of catalog.filter((c) => c.status === 'exported' && c.exportedBy.includes(service))) {
+        expect(onPage.get(m.name), `${m.name} on the /metrics of ${service}`).toBe(m.type);
+        const registered = metrics.registry.getSingleMetric(m.name) as unknown as { labelNames?: readonly string[] } | undefined;
+        expect(Array.isArray(registered?.labelNames), `${m.name}: prom-client exposes labelNames`).toBe(true);
+        expect([...(registered?.labelNames ?? [])].sort(), `${m.name} labels`).toEqual([...m.labels].sort());
+      }
+      const uncatalogued = [...onPage.keys()].filter((n) => n.startsWith('everdict_') && !(catalogByName.get(n)?.exportedBy.includes(service) && catalogByName.get(n)?.status === 'exported'));
+      expect(uncatalogued, `everdict_ metrics of ${service} missing from infra/metrics-catalog.json (or not listed as exported by it)`).toEqual([]);
+      expectPromtoolOk(['check', 'metrics'], body);
     }
-    const uncatalogued = [...onPage.keys()].filter((n) => n.startsWith('everdict_') && !catalogNames.has(n));
-    expect(uncatalogued, 'everdict_ metrics missing from infra/metrics-catalog.json').toEqual([]);
-    expectPromtoolOk(['check', 'metrics'], body);
   });
 
   it('"planned" entries are not exported yet (flip them to "exported" when they are); STRICT_METRICS=1 refuses any', async () => {
     const planned = catalog.filter((c) => c.status === 'planned').map((c) => c.name);
-    const onPage = typesOnMetricsPage((await liveMetrics()).body);
-    expect(planned.filter((n) => onPage.has(n)), 'exported metrics still marked planned').toEqual([]);
+    for (const service of EVERDICT_SERVICES) {
+      const onPage = typesOnMetricsPage((await liveMetrics(service)).body);
+      expect(planned.filter((n) => onPage.has(n)), `exported by ${service} but still marked planned`).toEqual([]);
+    }
     if (process.env.STRICT_METRICS === '1') expect(planned, 'metrics alerts expect that no service exports yet').toEqual([]);
   });
 

@@ -1,1 +1,2 @@
 export * from './substrate.js';
+export * from './embedded.js';
