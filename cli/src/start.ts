@@ -138,9 +138,13 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
     extraEnv: {
       amqpPrefix: envVar('EVERDICT_AMQP_PREFIX', parseString, { default: 'everdict' }),
       connectorsPath: envVar('EVERDICT_CONNECTORS', parseString),
+      demoNotesDir: envVar('EVERDICT_DEMO_NOTES_DIR', parseString),
     },
     async start(ctx) {
-      const { databaseUrl, amqpUrl, configPath, connectorsPath } = ctx.config;
+      const { databaseUrl, amqpUrl, configPath, connectorsPath, demoNotesDir } = ctx.config;
+      // The demo notebook (the sample `notes` connector's target) served next to intake, so the
+      // compose stack can run the demo case end to end. Demo only: it has no authentication.
+      if (demoNotesDir && services.some((s) => s.name === 'intake')) ctx.addRoutes(demoNotesRoutes(demoNotesDir));
       // nodeMode saw both set; the parsed config agrees unless a value was malformed (reported already).
       const res = nodeResources(ctx, configPath, () => {
         if (!connectorsPath) throw new ConfigError([{ name: 'EVERDICT_CONNECTORS', reason: 'is required by the execution-coordinator and reconciler (reviewed connector operations)' }]);

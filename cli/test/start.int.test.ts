@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import amqplib from 'amqplib';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,8 +19,8 @@ interface Node {
   exited: Promise<number | null>;
 }
 
-function startNode(env: Record<string, string | undefined>): Node {
-  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main, 'start'], {
+function startNode(env: Record<string, string | undefined>, args: readonly string[] = []): Node {
+  const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main, 'start', ...args], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', DATABASE_URL: undefined, AMQP_URL: undefined, ...env } as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -98,6 +101,23 @@ describe('everdict start (fleet node)', () => {
       expect(metrics).toMatch(/^everdict_bus_published_total\{.*type="task\.runnable".*\} 1$/m);
       expect(metrics).toContain('everdict_outbox_pending');
 
+      node.child.kill('SIGTERM');
+      expect(await node.exited).toBe(0);
+    } finally {
+      node.child.kill('SIGKILL');
+    }
+  });
+
+  it('serves the demo notebook next to intake when EVERDICT_DEMO_NOTES_DIR is set (the compose demo target)', async () => {
+    const { url } = await freshDatabase('cli_start_notes');
+    const config = fileURLToPath(new URL('../../infra/config/fleet.json', import.meta.url));
+    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: prefix, EVERDICT_CONFIG: config, EVERDICT_DEMO_NOTES_DIR: mkdtempSync(join(tmpdir(), 'everdict-notes-')) }, ['--service', 'intake']);
+    try {
+      await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: 30_000, what: 'fleet node ready' });
+      const port = logged(node, 'health and metrics listening')!.port as number;
+      const res = await fetch(`http://127.0.0.1:${port}/demo/notes/notes`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ count: 0 });
       node.child.kill('SIGTERM');
       expect(await node.exited).toBe(0);
     } finally {

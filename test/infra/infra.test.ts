@@ -20,6 +20,7 @@ import { delimiter, dirname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { fleetConnectorProblems, loadConnectors } from '@everdict/execution-coordinator';
 import { intakeMetrics } from '@everdict/intake';
 import { loadModelScript } from '@everdict/llm';
 import { reconcilerMetrics } from '@everdict/reconciler';
@@ -331,12 +332,12 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('each Everdict service is the one image with its own exec-form command and the five env variables', () => {
+  it('each Everdict service is the one image with its own exec-form command and the same env variables', () => {
     for (const n of EVERDICT_SERVICES) {
       const s = services[n]!;
       expect(s.build?.dockerfile, n).toBe('infra/Dockerfile');
       expect(s.command, n).toEqual(['start', '--service', n]);
-      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'LOG_LEVEL', 'PORT']);
+      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_CONNECTORS', 'EVERDICT_DEMO_NOTES_DIR', 'LOG_LEVEL', 'PORT']);
       expect(s.healthcheck?.test).toEqual(['CMD', 'node', 'infra/healthcheck.mjs']);
     }
   });
@@ -384,6 +385,22 @@ describe('docker-compose.yml', () => {
     const loaded = loadFleetConfig(hostPath);
     for (const route of Object.values(loaded.config.routes)) {
       if (route?.adapter === 'scripted') await loadModelScript(resolve(loaded.baseDir, route.scriptPath!));
+    }
+  });
+
+  it('EVERDICT_CONNECTORS names a mounted connectors file that loads and serves every connector operation the fleet config registers', async () => {
+    const s = services['execution-coordinator']!;
+    const mounted = (v: string) => {
+      const mount = binds(s).find((b) => v.startsWith(`${b.container}/`));
+      expect(mount, `a bind mount holds ${v}`).toBeTruthy();
+      return at(mount!.host, v.slice(mount!.container.length + 1));
+    };
+    const fleet = loadFleetConfig(mounted(String(s.environment!.EVERDICT_CONFIG))).config;
+    const set = await loadConnectors(mounted(String(s.environment!.EVERDICT_CONNECTORS)));
+    try {
+      expect(fleetConnectorProblems(fleet, set)).toEqual([]);
+    } finally {
+      await set.close();
     }
   });
 
