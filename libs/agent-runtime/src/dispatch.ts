@@ -123,9 +123,10 @@ async function settleCall(ports: KernelPorts, ctx: RunContext, state: RunState, 
   if (journalled.status !== 'intent') return { rec: journalled.response as ToolCallRecord, callId, replayed: true };
 
   let rec: ToolCallRecord;
-  if (callId !== fresh && slot.descriptor.access !== 'read') {
+  if (callId !== fresh && slot.descriptor.access !== 'read' && slot.descriptor.outcomeAtomic !== true) {
     // An earlier attempt of this write started and left no outcome: it may have landed.
-    // Reads are safe to repeat; a write is never dispatched twice on a guess.
+    // Reads are safe to repeat; a write is never dispatched twice on a guess. (A write whose
+    // effect commits only with its outcome left nothing behind: it runs again.)
     rec = withheld('outcome_unknown', 'unknown', `(tool ${slot.descriptor.name})`);
   } else {
     rec = await decideAndRun(ports, ctx, state, slot, callId, events);

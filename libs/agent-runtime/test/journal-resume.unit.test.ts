@@ -58,6 +58,17 @@ describe('turn replay from the journal', () => {
     expect(resumed.state.turn).toBe(1);
   });
 
+  it('a write whose effect commits with its outcome (outcomeAtomic) runs again instead of being withheld as unknown', async () => {
+    const s = setup();
+    const atomic = probeTool('write_b', { access: 'write', outcomeAtomic: true });
+    const deps = { ...s.deps, tools: harness([], [s.read, atomic], { scope: { reads: 'all', writes: ['write_b'], forbidden: [] } }).deps.tools };
+    await runTurn(deps, s.h.ctx, s.h.start);
+    forget(s, 3);
+    const resumed = await runTurn(deps, s.h.ctx, s.h.start);
+    expect(atomic.calls).toHaveLength(2);
+    expect(toolResults(resumed.events).find((e) => e.tool === 'write_b')?.outcome).toBe('ok');
+  });
+
   it('a resumed turn keeps the call id allocated before the crash', async () => {
     const { h, deps } = setup();
     await runTurn(deps, h.ctx, h.start);

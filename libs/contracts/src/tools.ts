@@ -58,6 +58,13 @@ export interface ToolDescriptor {
   readonly independent?: boolean;
   /** Set only by `intrinsic(...)`. */
   readonly intrinsic?: true;
+  /**
+   * Declared by a first-party in-process write whose ONLY effect is held by the host and made
+   * durable together with the call's recorded outcome (the turn-worker's `writes__propose`: its
+   * packet and gate request commit with the turn). Such a call that left an open intent did
+   * nothing, so a resumed turn runs it again instead of withholding it as `outcome_unknown`.
+   */
+  readonly outcomeAtomic?: true;
 }
 
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
@@ -81,6 +88,9 @@ export function validateToolDescriptor(d: ToolDescriptor): ToolDescriptor {
   const egress = d.effects?.dataAccess?.egress;
   if (egress !== undefined && !(EGRESS_KINDS as readonly string[]).includes(egress)) bad('effects.dataAccess.egress', `must be one of ${EGRESS_KINDS.join('|')}`);
   if (d.intrinsic !== undefined && d.origin !== 'kernel') bad('intrinsic', 'is reserved for kernel cognition tools');
+  if (d.outcomeAtomic !== undefined && (d.outcomeAtomic !== true || d.origin !== 'first_party' || d.transport !== 'in_process')) {
+    bad('outcomeAtomic', 'may be declared (true) only by a first-party in-process tool, whose effect the host commits with its outcome');
+  }
   return d;
 }
 

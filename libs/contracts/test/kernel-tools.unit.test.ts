@@ -53,8 +53,16 @@ describe('validateToolDescriptor', () => {
     [{ transport: 'pigeon' as never }, 'transport'],
     [{ inputSchema: [] as never }, 'inputSchema'],
     [{ effects: { dataAccess: { egress: 'moon' as never } } }, 'effects.dataAccess.egress'],
+    [{ access: 'write', origin: 'workspace', outcomeAtomic: true } as Partial<ToolDescriptor>, 'outcomeAtomic'],
+    [{ access: 'write', transport: 'remote', outcomeAtomic: true } as Partial<ToolDescriptor>, 'outcomeAtomic'],
   ])('names the bad field %#', (over, field) => {
     expect(() => validateToolDescriptor(d(over))).toThrow(expect.objectContaining({ code: 'invalid_tool_descriptor', details: expect.objectContaining({ field }) }));
+  });
+});
+
+describe('outcomeAtomic', () => {
+  it('a first-party in-process write may declare it', () => {
+    expect(validateToolDescriptor(d({ access: 'write', outcomeAtomic: true })).outcomeAtomic).toBe(true);
   });
 });
 

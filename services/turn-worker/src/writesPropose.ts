@@ -71,6 +71,9 @@ export function writesProposeTool(deps: ProposeDeps): Tool {
       // A proposal is the write path (K3: the real access kind), though it executes nothing:
       // the scope gate and the permission hook see it as a write.
       access: 'write',
+      // Nothing of a proposal is durable before the turn's commit, which records its outcome
+      // too: after a crash mid-turn it simply runs again (never withheld as unknown).
+      outcomeAtomic: true,
       origin: 'first_party',
       transport: 'in_process',
       argumentValidation: 'kernel',
