@@ -18,24 +18,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FleetConfig } from '@everdict/contracts';
 import { openCaseWithRootTask } from '@everdict/turn-worker';
-import { TOKENS, effectsFixture, eventually, fleetConfig, type EffectsFixture, type ServiceProc } from './helpers.js';
+import { TOKENS, agentConnectors, proposeCredit as credit, effectsFixture, eventually, fleetConfig, type EffectsFixture, type ServiceProc } from './helpers.js';
 
 let f: EffectsFixture;
 let node: ServiceProc;
 let config: FleetConfig;
-
-const credit = (account: string, amountCents: number, step = `credit-${account}`) => ({
-  name: 'writes__propose',
-  arguments: {
-    planStepId: step,
-    connector: 'billing',
-    operation: 'accounts.credit',
-    params: { accountId: account, amountCents },
-    summary: `credit ${amountCents} cents to ${account}`,
-    revert: { kind: 'manual', description: 'debit the same amount by hand' },
-    evidence: ['ticket 1234 asks for a goodwill credit'],
-  },
-});
 
 /** Writes a script file into the fixture folder; returns its file name. */
 function script(name: string, steps: unknown[]): string {
@@ -99,33 +86,7 @@ beforeAll(async () => {
       refusedGate: { rootProfile: 'refusedGate', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } },
       lapsed: { rootProfile: 'lapsed', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } },
     },
-    connectors: {
-      billing: {
-        kind: 'http',
-        target: { system: 'billing', environment: 'test' },
-        operations: {
-          'accounts.credit': {
-            access: 'write',
-            effectClass: 'payment',
-            params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' }, amountCents: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
-            impactKeys: ['billing:test:{accountId}'],
-          },
-          'accounts.get': { access: 'read' },
-        },
-      },
-      estate: {
-        kind: 'postgres',
-        target: { system: 'ledger-db', environment: 'test' },
-        operations: {
-          'entries.add': {
-            access: 'write',
-            effectClass: 'ddl',
-            params: { entryId: { type: 'string', maxLength: 64 }, account: { type: 'string', maxLength: 64 }, amount: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
-            impactKeys: ['estate:test:entry:{entryId}'],
-          },
-        },
-      },
-    },
+    connectors: agentConnectors(),
   };
   writeFileSync(join(f.dir, 'agents.json'), JSON.stringify(config, null, 2));
   node = await f.start({ services: ['turn-worker', 'gate', 'execution-coordinator', 'reconciler'], env: { EVERDICT_CONFIG: join(f.dir, 'agents.json') } });

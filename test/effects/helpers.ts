@@ -263,6 +263,58 @@ export function entryPacket(caseId: string, o: { entryId: string; account: strin
   };
 }
 
+// ------------------------------------------------------------------------------- agents
+
+/**
+ * The fleet config's side of the same connectors, for agents that propose writes: target
+ * identity, parameter bounds and impact-key templates (what writes__propose checks mechanically).
+ */
+export function agentConnectors(): NonNullable<FleetConfig['connectors']> {
+  return {
+  billing: {
+    kind: 'http',
+    target: { system: 'billing', environment: 'test' },
+    operations: {
+      'accounts.credit': {
+        access: 'write',
+        effectClass: 'payment',
+        params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' }, amountCents: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
+        impactKeys: ['billing:test:{accountId}'],
+      },
+      'accounts.get': { access: 'read' },
+    },
+  },
+  estate: {
+    kind: 'postgres',
+    target: { system: 'ledger-db', environment: 'test' },
+    operations: {
+      'entries.add': {
+        access: 'write',
+        effectClass: 'ddl',
+        params: { entryId: { type: 'string', maxLength: 64 }, account: { type: 'string', maxLength: 64 }, amount: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
+        impactKeys: ['estate:test:entry:{entryId}'],
+      },
+    },
+  },
+};
+}
+
+/** A scripted `writes__propose` call crediting `account`. */
+export function proposeCredit(account: string, amountCents: number, step = `credit-${account}`) {
+  return {
+    name: 'writes__propose',
+    arguments: {
+      planStepId: step,
+      connector: 'billing',
+      operation: 'accounts.credit',
+      params: { accountId: account, amountCents },
+      summary: `credit ${amountCents} cents to ${account}`,
+      revert: { kind: 'manual', description: 'debit the same amount by hand' },
+      evidence: ['ticket 1234 asks for a goodwill credit'],
+    },
+  };
+}
+
 // ------------------------------------------------------------------------------- processes
 
 export interface ServiceProc {
