@@ -31,6 +31,8 @@ beforeAll(async () => {
     profiles: { writer: { version: '1', route: 'writer', prompt: 'You credit accounts.', auditor: 'auditor' }, auditor: { version: '1', route: 'auditor', prompt: 'You audit.' } },
     caseTypes: { writer: { rootProfile: 'writer', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } } },
     connectors: agentConnectors(),
+    // A short lease: the survivor takes the dead worker's task over within seconds.
+    runtime: { leaseTtlMs: 2000, sweepIntervalMs: 200 },
   };
   writeFileSync(join(f.dir, 'agents.json'), JSON.stringify(config, null, 2));
 }, 60_000);
