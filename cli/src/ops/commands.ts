@@ -1,6 +1,6 @@
 /**
  * Operator commands (DESIGN §7): `cases`, `case <id>`, `gates`, `decide`, `answer`, `cancel`,
- * `fleet`. Each talks to the HTTP API as the principal of EVERDICT_TOKEN — the server enforces
+ * `resume`, `top-up`, `fleet`. Each talks to the HTTP API as the principal of EVERDICT_TOKEN — the server enforces
  * roles and ownership, the CLI holds no authority of its own. Human-readable by default,
  * one JSON document with `--json`.
  */
@@ -12,7 +12,7 @@ import type { ApiTarget } from './client.js';
 import { caseText, casesText, fleetText, gatesText } from './format.js';
 import type { CaseDetailView, CaseSummaryView, FleetView, GateView } from './format.js';
 
-export const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'fleet'] as const;
+export const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet'] as const;
 export type OpsCommand = (typeof OPS_COMMANDS)[number];
 
 export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's principal may see, newest first
@@ -21,6 +21,9 @@ export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's
   decide <gateId> --decision D --verdict approve|reject --digest sha256:… [--reason R]
   answer <questionId> <text…>         answer a question that parked a task
   cancel <caseId> [--mode hard|soft] [--reason R]
+  resume <caseId> [--reason R]        lift a soft stop; the parked root task goes on (role operator)
+  top-up <caseId> [--task ID] [--turns N] [--tool-calls N] [--tokens N] [--minutes N] [--reason R]
+                                      raise a task's budget (default the root task); a budget park wakes
   fleet                               task and parked counts, outbox lag, queue depths and consumers
   (operator commands use EVERDICT_URL, EVERDICT_GATE_URL and EVERDICT_TOKEN)`;
 
@@ -38,6 +41,11 @@ interface OpsArgs {
   digest?: string;
   reason?: string;
   mode?: string;
+  task?: string;
+  turns?: string;
+  'tool-calls'?: string;
+  tokens?: string;
+  minutes?: string;
 }
 
 function parseOps(argv: readonly string[]): OpsArgs {
@@ -55,10 +63,15 @@ function parseOps(argv: readonly string[]): OpsArgs {
         digest: { type: 'string' },
         reason: { type: 'string' },
         mode: { type: 'string' },
+        task: { type: 'string' },
+        turns: { type: 'string' },
+        'tool-calls': { type: 'string' },
+        tokens: { type: 'string' },
+        minutes: { type: 'string' },
       },
     });
     const out: OpsArgs = { positionals, json: values.json ?? false };
-    for (const k of ['state', 'limit', 'decision', 'verdict', 'digest', 'reason', 'mode'] as const) if (values[k] !== undefined) out[k] = values[k];
+    for (const k of ['state', 'limit', 'decision', 'verdict', 'digest', 'reason', 'mode', 'task', 'turns', 'tool-calls', 'tokens', 'minutes'] as const) if (values[k] !== undefined) out[k] = values[k];
     return out;
   } catch (err) {
     throw new UsageError((err as Error).message);
@@ -69,6 +82,26 @@ function one(a: OpsArgs, what: string): string {
   const v = a.positionals[0];
   if (!v || a.positionals.length !== 1) throw new UsageError(`expected exactly one ${what}`);
   return encodeURIComponent(v);
+}
+
+/** The limits `top-up` raises, from --turns/--tool-calls/--tokens/--minutes (at least one). */
+export function topUpAmounts(a: Pick<OpsArgs, 'turns' | 'tool-calls' | 'tokens' | 'minutes'>): Record<string, number> {
+  const out: Record<string, number> = {};
+  const flags = [
+    ['turns', 'maxTurns'],
+    ['tool-calls', 'maxToolCalls'],
+    ['tokens', 'maxTokens'],
+    ['minutes', 'maxActiveMinutes'],
+  ] as const;
+  for (const [flag, key] of flags) {
+    const v = a[flag];
+    if (v === undefined) continue;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0) throw new UsageError(`--${flag} must be a positive number`);
+    out[key] = n;
+  }
+  if (Object.keys(out).length === 0) throw new UsageError('top-up needs at least one of --turns, --tool-calls, --tokens, --minutes');
+  return out;
 }
 
 /** Runs `command` with the rest of argv; resolves to the exit code. */
@@ -116,6 +149,19 @@ export async function runOps(command: OpsCommand, argv: readonly string[], env: 
       if (mode !== 'hard' && mode !== 'soft') throw new UsageError('--mode must be hard or soft');
       const r = await request<{ caseId: string; stopMode: string }>(t.url, t.token, 'POST', `/v1/cases/${id}/cancel`, { mode, ...(a.reason ? { reason: a.reason } : {}) });
       emit(a.json, r, () => `cancel (${mode}) requested for case ${r.caseId}; stop mode ${r.stopMode}`);
+      return 0;
+    }
+    case 'resume': {
+      const id = one(a, 'case id');
+      const r = await request<{ caseId: string; rootTaskId: string | null }>(t.url, t.token, 'POST', `/v1/cases/${id}/resume`, a.reason ? { reason: a.reason } : {});
+      emit(a.json, r, () => `resume requested for case ${r.caseId}${r.rootTaskId ? ` (root task ${r.rootTaskId})` : ''}; soft stop lifted`);
+      return 0;
+    }
+    case 'top-up': {
+      const id = one(a, 'case id');
+      const budget = topUpAmounts(a);
+      const r = await request<{ caseId: string; taskId: string }>(t.url, t.token, 'POST', `/v1/cases/${id}/top-up`, { budget, ...(a.task ? { taskId: a.task } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+      emit(a.json, r, () => `budget of task ${r.taskId} (case ${r.caseId}) topped up by ${Object.entries(budget).map(([k, v]) => `${k} +${v}`).join(', ')}`);
       return 0;
     }
     case 'fleet': {

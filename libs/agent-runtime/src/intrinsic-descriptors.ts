@@ -62,6 +62,13 @@ export const INTRINSIC_DESCRIPTORS: Readonly<Record<IntrinsicToolName, ToolDescr
     properties: {
       objective: str,
       tools: { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 64 }, description: 'Subset of your tools the sub-agent needs; default all it may have.' },
+      papers: {
+        type: 'array',
+        maxItems: 50,
+        items: { type: 'string', minLength: 1, maxLength: 256 },
+        description: 'Stored results (refs such as result:…) the sub-agent may read; only ones you may read yourself. Default: the papers you were given, none of your own.',
+      },
+      grants: { type: 'array', maxItems: 50, items: { type: 'string', minLength: 1, maxLength: 128 }, description: 'Grants the sub-agent needs; only ones you hold. Default: none.' },
     },
   }),
   read_tool_result: kernelTool('read_tool_result', 'Read a page of a large tool result that was stored instead of shown in full.', {
@@ -70,7 +77,7 @@ export const INTRINSIC_DESCRIPTORS: Readonly<Record<IntrinsicToolName, ToolDescr
     required: ['ref'],
     properties: { ref: { type: 'string', minLength: 1, maxLength: 256 }, offset: { type: 'integer', minimum: 0 }, limit: { type: 'integer', minimum: 1, maximum: 100000 } },
   }),
-  wait: kernelTool('wait', 'Stop until something outside this run happens: a human answers a question, or your sub-agents report.', {
+  wait: kernelTool('wait', 'Stop until something outside this run happens: your question is answered (by your parent, or a human at the root), or your sub-agents report. `answers` answers questions your sub-agents asked you.', {
     type: 'object',
     additionalProperties: false,
     required: ['for', 'reason'],
@@ -82,6 +89,17 @@ export const INTRINSIC_DESCRIPTORS: Readonly<Record<IntrinsicToolName, ToolDescr
         additionalProperties: false,
         required: ['gap', 'checked', 'dependsOn', 'alternatives', 'decisionNeeded'],
         properties: { gap: str, checked: str, dependsOn: str, alternatives: { type: 'array', items: str }, decisionNeeded: str },
+      },
+      answers: {
+        type: 'array',
+        maxItems: 20,
+        description: 'Answers to questions your sub-agents asked you, by question id.',
+        items: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['questionId', 'answer'],
+          properties: { questionId: { type: 'string', pattern: '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' }, answer: { type: 'string', minLength: 1, maxLength: 16000 } },
+        },
       },
     },
   }),

@@ -8,7 +8,7 @@ import type { IntrinsicEffect } from './call-record.js';
 import { childToolNames } from './children.js';
 import type { KernelEvent } from './events.js';
 import type { KernelPorts } from './kernel-ports.js';
-import type { ArmedWait, PlanDraft, RunContext, RunState, TodoItem, WaitQuestion } from './state.js';
+import type { ArmedWait, ChildAnswer, PlanDraft, RunContext, RunState, TodoItem, WaitQuestion } from './state.js';
 
 export interface IntrinsicResult {
   readonly content: string;
@@ -59,6 +59,8 @@ export async function runIntrinsic(ports: KernelPorts, ctx: RunContext, state: R
       const requested = call.args.tools as string[] | undefined;
       const toolNames = childToolNames(ports.tools, ctx.envelope, requested);
       const objective = call.args.objective as string;
+      const papers = call.args.papers as string[] | undefined;
+      const grants = call.args.grants as string[] | undefined;
       const outcome = await ports.subAgents.spawn({
         parentTaskId: ctx.taskId,
         spawnCallId: call.callId,
@@ -67,6 +69,8 @@ export async function runIntrinsic(ports: KernelPorts, ctx: RunContext, state: R
         envelope: ctx.envelope,
         mode: ctx.mode,
         depth: ctx.depth + 1,
+        ...(papers !== undefined ? { papers: [...new Set(papers)] } : {}),
+        ...(grants !== undefined ? { grants: [...new Set(grants)] } : {}),
       });
       const deferred = outcome.kind === 'deferred';
       events.push({ type: 'child_spawned', turn: call.turn, callId: call.callId, childTaskId: outcome.childTaskId, deferred });
@@ -89,12 +93,17 @@ export async function runIntrinsic(ports: KernelPorts, ctx: RunContext, state: R
       return ok(`${page.text}\n${tail}`);
     }
     case 'wait': {
+      const answers = (call.args.answers as ChildAnswer[] | undefined) ?? [];
+      const ids = new Set(answers.map((a) => a.questionId));
+      if (ids.size !== answers.length) return toolError('Wait rejected: a question is answered twice.');
       const wait: ArmedWait = {
         for: call.args.for as ArmedWait['for'],
         reason: call.args.reason as string,
         question: (call.args.question as WaitQuestion | undefined) ?? null,
+        ...(answers.length > 0 ? { answers: answers.map((a) => ({ questionId: a.questionId, answer: a.answer })) } : {}),
       };
-      return ok(`Waiting for ${wait.for === 'question' ? 'an answer' : 'sub-agent reports'}; this run suspends after this turn.`, { kind: 'wait', wait });
+      const answered = answers.length > 0 ? ` ${answers.length} answer(s) go to the sub-agents that asked.` : '';
+      return ok(`Waiting for ${wait.for === 'question' ? 'an answer' : 'sub-agent reports'}; this run suspends after this turn.${answered}`, { kind: 'wait', wait });
     }
   }
 }

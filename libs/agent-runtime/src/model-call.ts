@@ -23,7 +23,7 @@ export async function journaledModelCall(
 ): Promise<ModelCallResult> {
   const { journal, model, policy } = ports;
   const requestDoc = { route: model.route, request };
-  const requestHash = payloadHash(requestDoc);
+  const requestHash = journal.requestHash?.(requestDoc) ?? payloadHash(requestDoc);
   const record = await journal.recordIntent({ ...key, ordinal: 0, callId: ports.newId(), kind: 'model', name: model.route.name, request: requestDoc, requestHash });
   const callId = record.callId;
   if (record.status === 'completed') {

@@ -4,7 +4,7 @@
  * turn-worker implements on Postgres/RabbitMQ and the in-memory module implements for tests.
  */
 import type { CallStatus, Clock, ExecutionEnvelope, ExecutionMode, ParkReason, ToolEffects } from '@everdict/contracts';
-import type { ModelClient } from '@everdict/llm';
+import type { ModelClient, ModelRequest, RouteIdentity } from '@everdict/llm';
 import type { RunState, Settlement } from './state.js';
 
 /** Model transport: the route's client. The kernel calls `complete` and decides retries. */
@@ -61,6 +61,13 @@ export interface CallRecord extends CallIntent {
 export interface Journal {
   recordIntent(intent: CallIntent): Promise<CallRecord>;
   recordOutcome(key: JournalKey & { readonly callId: string }, outcome: CallOutcome): Promise<void>;
+  /**
+   * Optional: `payloadHash(requestDoc)` of a model request document `{ route, request }`, from a
+   * journal that can compute it cheaper (e.g. from cached canonical forms of the messages, which
+   * every turn's request repeats). It MUST equal payloadHash of the same document; absent, the
+   * kernel computes it itself.
+   */
+  requestHash?(requestDoc: { readonly route: RouteIdentity; readonly request: ModelRequest }): string;
 }
 
 // ---------------------------------------------------------------- permission (K3)
@@ -134,6 +141,12 @@ export interface SpawnRequest {
   /** The parent's mode, verbatim (absent = live). */
   readonly mode: ExecutionMode | undefined;
   readonly depth: number;
+  /**
+   * Papers and grants the spawn asks for, as the model named them (absent: it named none). The
+   * host narrows them to what the parent itself holds — a child never gets more than its parent.
+   */
+  readonly papers?: readonly string[];
+  readonly grants?: readonly string[];
 }
 
 export type SpawnOutcome =

@@ -39,11 +39,22 @@ export interface WaitQuestion {
   readonly decisionNeeded: string;
 }
 
+/**
+ * A parent's answer to a question one of its sub-agents put to it (§11.3: a child asks its
+ * parent, never a human). The host delivers it to exactly the sub-agent parked on that question.
+ */
+export interface ChildAnswer {
+  readonly questionId: string;
+  readonly answer: string;
+}
+
 /** Armed by `wait`: the run settles SUSPENDED after the turn's calls finish. */
 export interface ArmedWait {
   readonly for: 'question' | 'children';
   readonly reason: string;
   readonly question: WaitQuestion | null;
+  /** Answers to sub-agents' questions this wait gives (absent: none). */
+  readonly answers?: readonly ChildAnswer[];
 }
 
 export interface ChildRecord {
@@ -65,6 +76,8 @@ export type Settlement =
       readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down';
       readonly budgetDimension?: BudgetDimension;
       readonly handoff: 'published' | 'failed' | 'absent';
+      /** How many sub-agent questions the halting `wait` answers (absent: none); the host delivers them with the park. */
+      readonly answers?: number;
     }
   /** The model cannot be asked this request again as-is (invalid request, context too long). */
   | { readonly kind: 'failed'; readonly code: `model_${ModelErrorKind}` | 'kernel_error'; readonly message: string };

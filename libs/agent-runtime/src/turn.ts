@@ -40,7 +40,7 @@ async function suspend(
   state: RunState,
   parkReason: ParkReason,
   cause: Extract<Settlement, { kind: 'suspended' }>['cause'],
-  extra: { budgetDimension?: BudgetDimension } = {},
+  extra: { budgetDimension?: BudgetDimension; answers?: number } = {},
 ): Promise<RunState> {
   let handoff: HandoffFate = 'absent';
   if (ports.handoff !== undefined) {
@@ -127,7 +127,10 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
     turn: state.turn + 1,
   };
   next = charge(next);
-  if (next.wait !== null) return settled(await suspend(ports, next, next.wait.for === 'question' ? 'question' : 'children', 'wait'), events);
+  if (next.wait !== null) {
+    const answers = next.wait.answers?.length ?? 0;
+    return settled(await suspend(ports, next, next.wait.for === 'question' ? 'question' : 'children', 'wait', answers > 0 ? { answers } : {}), events);
+  }
   if (dispatched.deferredChildren > 0) return settled(await suspend(ports, next, 'children', 'children'), events);
   return { state: next, events, settlement: null };
 }

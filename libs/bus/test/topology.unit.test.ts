@@ -83,7 +83,7 @@ describe('topology', () => {
   it('binds each service to the message types of DESIGN §2, and routes every message type somewhere', () => {
     const t = loadTopology();
     expect(boundTypes(t, 'turn-worker').sort()).toEqual(
-      ['effect.outcome', 'gate.decided', 'plan.submitted', 'question.answered', 'task.cancel', 'task.finished', 'task.runnable'].sort(),
+      ['budget.topped_up', 'effect.outcome', 'gate.decided', 'plan.submitted', 'question.answered', 'question.raised', 'task.cancel', 'task.finished', 'task.resume', 'task.runnable'].sort(),
     );
     expect(boundTypes(t, 'gate')).toEqual(['gate.requested']);
     expect(boundTypes(t, 'execution-coordinator')).toEqual(['gate.decided']);

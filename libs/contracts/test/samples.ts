@@ -58,4 +58,17 @@ export const SAMPLE_PAYLOADS: { [T in MessageType]: PayloadOf<T> } = {
   'question.answered': { questionId: QUESTION, taskId: CHILD_TASK, answer: 'Use the staging account.', chosenAlternative: 'b', answeredBy: 'alice@ops' },
   'task.cancel': { taskId: CHILD_TASK, mode: 'hard', reason: 'customer withdrew', requestedBy: 'bob' },
   'task.finished': { taskId: CHILD_TASK, parentTaskId: ROOT_TASK, outcome: 'done', resultPaperId: PAPER, summary: 'Fixed.' },
+  'question.raised': {
+    questionId: QUESTION,
+    taskId: CHILD_TASK,
+    parentTaskId: ROOT_TASK,
+    reason: 'the target is ambiguous',
+    gap: 'which account to credit',
+    checked: 'both accounts exist',
+    dependsOn: 'the credit step',
+    alternatives: ['a: the main account', 'b: the staging account'],
+    decisionNeeded: 'choose the account',
+  },
+  'task.resume': { taskId: CHILD_TASK, reason: 'soft stop lifted', requestedBy: 'olga' },
+  'budget.topped_up': { taskId: CHILD_TASK, budget: { maxTurns: 5, maxActiveMinutes: 30 }, toppedUpBy: 'olga', reason: 'more pages to read' },
 };

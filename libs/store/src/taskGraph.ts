@@ -24,14 +24,19 @@ import {
   recordRouteHealth,
   renewLeases,
   requestSoftCancel,
+  selectCaseType,
+  selectChildWaitingOn,
   selectGraphTask,
   selectLastConfirmedRevision,
+  selectPapersNamed,
   selectPlanRevision,
   selectVersionDecision,
   setWakeAt,
   sweepExpiredLeases,
+  wakeAskedParents,
   wakeDueTasks,
   wakeParkedTask,
+  withdrawSoftCancel,
 } from './sql/taskGraph.js';
 import type { GraphTaskRow, NewChildTask, NewQuestion, PlanRevisionRow, QuestionRow } from './sql/taskGraph.js';
 import type { Store } from './store.js';
@@ -92,12 +97,16 @@ export async function sweepLeases(store: Store, opts: { limit: number; onExpired
   });
 }
 
-/** Health-gated wake-up of provider/connector parks, with `onWoken` in the same unit of work. */
+/**
+ * Mechanical wake-ups, with `onWoken` in the same unit of work: health-gated provider/connector
+ * parks, and parents parked `children` that a sub-agent's question is waiting on.
+ */
 export async function wakeDue(store: Store, opts: { limit: number; onWoken: (uow: UnitOfWork, task: GraphTaskRow) => Promise<void> }): Promise<GraphTaskRow[]> {
   return store.unitOfWork(async (uow) => {
     const { rows } = await uow.query<GraphTaskRow>(wakeDueTasks(opts.limit));
-    for (const t of rows) await opts.onWoken(uow, t);
-    return rows;
+    const asked = (await uow.query<GraphTaskRow>(wakeAskedParents(opts.limit))).rows;
+    for (const t of [...rows, ...asked]) await opts.onWoken(uow, t);
+    return [...rows, ...asked];
   });
 }
 
@@ -118,6 +127,20 @@ export async function parkWithBackoff(uow: UnitOfWork, token: FenceToken, reason
 export async function createChildTask(uow: UnitOfWork, parent: FenceToken, child: NewChildTask): Promise<boolean> {
   await uow.requireFence(parent, 'spawn_child');
   return (await uow.query(insertChildTask(child))).rows.length === 1;
+}
+
+/** The sub-agent of `parentId` parked on the question it put to that parent (undefined: none). */
+export async function childWaitingOn(db: Queryable, parentId: string, questionId: string): Promise<GraphTaskRow | undefined> {
+  return (await db.query<GraphTaskRow>(selectChildWaitingOn(parentId, questionId))).rows[0];
+}
+
+export async function caseTypeOf(db: Queryable, caseId: string): Promise<string | undefined> {
+  return (await db.query<{ case_type: string }>(selectCaseType(caseId))).rows[0]?.case_type;
+}
+
+/** Papers of a case a ref may name (exact name, or a stored result's ref), with their bytes. */
+export async function papersNamed(db: Queryable, caseId: string, ref: string): Promise<{ name: string; bytes: Buffer }[]> {
+  return (await db.query<{ name: string; bytes: Buffer }>(selectPapersNamed(caseId, ref))).rows;
 }
 
 export async function unfinishedChildren(uow: UnitOfWork, parentId: string): Promise<number> {
@@ -189,6 +212,11 @@ export async function cancelTree(uow: UnitOfWork, taskId: string): Promise<Graph
 
 export async function softCancel(uow: UnitOfWork, taskId: string): Promise<boolean> {
   return (await uow.query(requestSoftCancel(taskId))).rows.length === 1;
+}
+
+/** Withdraws a pending soft cancel; false when none was pending (a hard one is never withdrawn). */
+export async function withdrawSoftCancelRequest(uow: UnitOfWork, taskId: string): Promise<boolean> {
+  return (await uow.query(withdrawSoftCancel(taskId))).rows.length === 1;
 }
 
 // ------------------------------------------------------------------------------- versions, health

@@ -7,6 +7,8 @@
  *   GET  /v1/cases/:id                state, task tree, plan steps, gates, questions
  *   GET  /v1/cases/:id/ledger?after=SEQ&limit=N
  *   POST /v1/cases/:id/cancel         {"mode": "hard"|"soft", "reason"?}
+ *   POST /v1/cases/:id/resume         {"reason"?}  lift a soft stop (role `operator`; operatorControls.ts)
+ *   POST /v1/cases/:id/top-up         {"budget": {…}, "taskId"?, "reason"?}  (role `operator`)
  *   POST /v1/questions/:id/answer     {"answer": "…", "chosenAlternative"?}
  *   POST /v1/intake/:source           a signed ticket webhook (raw bytes; intake-sources' handler)
  *   GET  /v1/fleet                    task and parked counts, outbox lag, queue depths (role `operator`)
@@ -33,6 +35,7 @@ import type { CaseRow, Store } from '@everdict/store';
 import { RequestError, readJsonObject, readRawBody, sendError, sendJson } from './http.js';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
+import { resumeCase, topUpCase } from './operatorControls.js';
 import { caseView, ledgerView, listView } from './views.js';
 
 export interface QueueDepth {
@@ -110,14 +113,16 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
   }
   if (group === 'cases' && id !== undefined && parts.length <= 4) {
-    const known = parts.length === 3 || sub === 'ledger' || sub === 'cancel';
+    const known = parts.length === 3 || sub === 'ledger' || sub === 'cancel' || sub === 'resume' || sub === 'top-up';
     if (!known) return sendError(res, 404, 'not_found', 'no such route');
-    const expected = sub === 'cancel' ? 'POST' : 'GET';
+    const expected = sub === undefined || sub === 'ledger' ? 'GET' : 'POST';
     if (m !== expected) return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
     const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
     if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
     if (sub === undefined) return sendJson(res, 200, caseView(row, await loadCaseDetail(opts.store.db, row.id)));
     if (sub === 'ledger') return ledger(opts, row, url, res);
+    if (sub === 'resume') return resumeCase(opts.store, principal, row, await readJsonObject(req, maxBody), res);
+    if (sub === 'top-up') return topUpCase(opts.store, principal, row, await readJsonObject(req, maxBody), res);
     return cancel(opts, principal, row, await readJsonObject(req, maxBody), res);
   }
   if (group === 'questions' && id !== undefined && sub === 'answer' && parts.length === 4) {

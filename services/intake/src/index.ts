@@ -6,6 +6,7 @@
  */
 export * from './open.js';
 export * from './api.js';
+export * from './operatorControls.js';
 export * from './views.js';
 export * from './metrics.js';
 export * from './mailboxes.js';

@@ -5,8 +5,11 @@
  *   completed                  → done, task.finished to the parent
  *   failed                     → failed, task.finished (failureCode)
  *   suspended budget           → parked budget (never done), handoff fate recorded
- *   suspended question         → parked question + a QUESTIONS row (the root asks the human)
+ *   suspended question         → parked question: the root asks a human (a QUESTIONS row), a
+ *                                sub-agent its parent (question.raised) — §11.3
  *   suspended children         → parked children, unless none is running (then it goes on)
+ *   … answering sub-agents     → the same park, through the question protocol (`ask`): the
+ *                                answers go out with it, each to the one child that asked
  *   suspended provider_down    → parked provider_down with a backoff timer (health-gated wake)
  *   not settled, soft cancel   → parked gate (an operator decides; soft stop at the checkpoint)
  *   not settled, cap/draining  → released (open) with a task.runnable to itself
@@ -19,6 +22,11 @@ import type { Settlement } from '@everdict/agent-runtime';
 export type Transition =
   | { readonly kind: 'continue' }
   | { readonly kind: 'finish'; readonly state: 'done' | 'failed' | 'cancelled'; readonly summary: string; readonly failureCode: string | null }
+  /**
+   * `ask`: the park goes through the question protocol — it puts the task's question (to its
+   * parent, or a human at the root) and/or answers its sub-agents' questions — so it commits as a
+   * unit of work, never on the group-commit hot path.
+   */
   | { readonly kind: 'park'; readonly reason: ParkReason; readonly detail: Readonly<Record<string, unknown>>; readonly backoffMs: number | null; readonly ask: boolean }
   | { readonly kind: 'resume_now'; readonly note: string }
   | { readonly kind: 'release' };
@@ -58,7 +66,7 @@ export function settle(i: SettleInput): Transition {
           return { kind: 'park', reason: 'question', detail: base, backoffMs: null, ask: true };
         case 'children':
           if (i.unfinishedChildren === 0) return { kind: 'resume_now', note: 'None of your sub-agents is still running; every report you will get has arrived.' };
-          return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unfinishedChildren }, backoffMs: null, ask: false };
+          return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unfinishedChildren }, backoffMs: null, ask: (s.answers ?? 0) > 0 };
         case 'provider_down':
           return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.providerAttempt }, backoffMs: i.backoffMs(i.providerAttempt), ask: false };
         default:
@@ -72,4 +80,19 @@ export function settle(i: SettleInput): Transition {
 export function nextProviderAttempt(previousParkReason: string | null, previousDetail: unknown): number {
   const prior = (previousDetail as { attempt?: unknown } | null)?.attempt;
   return previousParkReason === null && typeof prior === 'number' && Number.isSafeInteger(prior) ? prior + 1 : 1;
+}
+
+/**
+ * What an operator's resume does to a task (§7: the way back from a soft stop):
+ *   finished, or hard-cancelled    → nothing (a hard cancel is final)
+ *   parked on its soft stop        → withdraw the request and wake it
+ *   soft stop requested, not yet   → withdraw the request (it will not park at its checkpoint)
+ *   anything else                  → nothing
+ */
+export type ResumeAction = 'wake' | 'withdraw' | 'nothing';
+
+export function resumeAction(t: { readonly state: string; readonly park_reason: string | null; readonly park_detail: unknown; readonly cancel_requested: 'hard' | 'soft' | null }): ResumeAction {
+  if (t.state === 'done' || t.state === 'failed' || t.state === 'cancelled' || t.cancel_requested === 'hard') return 'nothing';
+  if (t.state === 'parked' && t.park_reason === 'gate' && (t.park_detail as { kind?: unknown } | null)?.kind === 'soft_cancel') return 'wake';
+  return t.cancel_requested === 'soft' ? 'withdraw' : 'nothing';
 }

@@ -30,6 +30,7 @@ import {
 import type { GraphTaskRow, Store, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
+import { answeredByParent, applyTopUp, controlHandlers } from './controlHandlers.js';
 import { send, sendRunnable } from './envelopes.js';
 
 export interface HandlerEnv {
@@ -80,7 +81,8 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
 
   const answered: MessageHandler<Of<'question.answered'>> = async (e, uow) => {
     const p = e.payload;
-    if (e.sender.service === 'turn-worker') return refuse(env, e, 'an agent cannot answer a question for a human');
+    // An agent never answers a human's question; it answers only one its sub-agent put to it.
+    if (e.sender.service === 'turn-worker') return answeredByParent(env, e, uow);
     const q = await lockQuestionRow(uow, p.questionId);
     if (!q || q.task_id !== p.taskId || q.case_id !== e.caseId) return refuse(env, e, 'no such question for that task');
     if (!(await recordAnswer(uow, q.id, p.answer, p.answeredBy))) return 'ignored'; // answered before
@@ -210,6 +212,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     'task.cancel': cancel,
     'gate.decided': gateDecided,
     'effect.outcome': effectOutcome,
+    ...controlHandlers(env),
   };
 }
 
@@ -221,12 +224,6 @@ export async function topUpBudget(store: Store, taskId: string, budget: Readonly
   return store.unitOfWork(async (uow: UnitOfWork) => {
     const task = await lockTask(uow, taskId);
     if (!task || TERMINAL.has(task.state)) return false;
-    await addNote(uow, task.id, 'top_up', { budget, by, ref: `top-up:${Date.now()}` }, null);
-    await uow.appendLedger(task.case_id, { kind: 'budget_topped_up', body: { taskId, budget, by } });
-    if (task.state === 'parked' && task.park_reason === 'budget') {
-      const woken = await wakeParked(uow, task.id, 'budget');
-      if (woken) await sendRunnable(uow, woken, 'woken', null);
-    }
-    return true;
+    return applyTopUp(uow, task, budget, by, { ref: `top-up:${Date.now()}`, messageId: null });
   });
 }

@@ -4,8 +4,10 @@
  * `main.ts` starts it as a service; these exports are its parts, for tests and composition.
  */
 export * from './activation.js';
+export * from './authority.js';
 export * from './catalog.js';
 export * from './compaction.js';
+export * from './controlHandlers.js';
 export * from './crashpoints.js';
 export * from './decisions.js';
 export * from './envelopes.js';
@@ -13,6 +15,8 @@ export * from './handlers.js';
 export * from './leases.js';
 export * from './metrics.js';
 export * from './notes.js';
+export * from './paperAccess.js';
+export * from './questions.js';
 export * from './seed.js';
 export * from './service.js';
 export * from './settings.js';

@@ -8,7 +8,7 @@ import type { RunBudget } from '@everdict/contracts';
 import type { NoteRow } from '@everdict/store';
 import type { Decision } from './statePaper.js';
 
-export const NOTE_KINDS = ['answer', 'child_report', 'plan', 'top_up', 'gate', 'outcome', 'info'] as const;
+export const NOTE_KINDS = ['answer', 'child_report', 'plan', 'question', 'top_up', 'gate', 'outcome', 'info'] as const;
 export type NoteKind = (typeof NOTE_KINDS)[number];
 
 type Body = Record<string, unknown>;
@@ -24,6 +24,13 @@ export function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
     case 'plan': {
       const steps = Array.isArray(b.steps) ? (b.steps as { stepId?: unknown; title?: unknown }[]).map((s) => `${str(s.stepId)}: ${str(s.title)}`).join('; ') : '';
       return `Sub-agent ${str(b.childTaskId)} submitted plan revision ${str(b.revision)}, confirmed by you: ${steps}`;
+    }
+    case 'question': {
+      const alternatives = Array.isArray(b.alternatives) && b.alternatives.length > 0 ? ` Alternatives: ${(b.alternatives as unknown[]).map(str).join(' | ')}.` : '';
+      return (
+        `Sub-agent ${str(b.childTaskId)} asks you (question ${str(b.questionId)}): ${str(b.gap)}. Checked: ${str(b.checked)}. Depends on it: ${str(b.dependsOn)}.${alternatives} ` +
+        `Decision needed: ${str(b.decisionNeeded)}. Answer it with wait {"for": "children", "reason": …, "answers": [{"questionId": "${str(b.questionId)}", "answer": …}]}; if you cannot decide, ask your own question.`
+      );
     }
     case 'top_up':
       return `Your budget was topped up: ${str(b.budget)}`;

@@ -37,7 +37,7 @@ import type { CallRecord, KernelClock, KernelDeps, RunContext, RunState, TurnRes
 import type { ModelClient } from '@everdict/llm';
 import {
   addNote,
-  askQuestion,
+  caseTypeOf,
   createChildTask,
   PACKET_PAPER_SCHEMA,
   parkWithBackoff,
@@ -57,6 +57,8 @@ import type { Transition } from './decisions.js';
 import { outboxRow, send, sendRunnable } from './envelopes.js';
 import type { TurnMetrics } from './metrics.js';
 import { noteDecision, notesMessage } from './notes.js';
+import { heldAuthority, narrowForChild } from './authority.js';
+import { questionProtocol } from './questions.js';
 import { providerBackoffMs } from './settings.js';
 import { stateDocument, statePaper } from './statePaper.js';
 import type { HostState } from './statePaper.js';
@@ -543,6 +545,9 @@ async function placeChild(env: TurnEnv, uow: UnitOfWork, tr: TaskRun, child: Tur
   const task = tr.task;
   const childProfile = env.catalog.childProfileOf(task.profile);
   const profile = env.catalog.profile(childProfile);
+  // A root holds its case type's initial grants; a case type no longer configured grants nothing.
+  const rootGrants = task.parent_id === null ? (env.catalog.loaded.config.caseTypes[(await caseTypeOf(uow, task.case_id)) ?? '']?.initialGrants ?? []) : [];
+  const narrowed = narrowForChild(task.id, heldAuthority(task, rootGrants), { papers: child.papers, grants: child.grants });
   const created = await createChildTask(uow, tr.token, {
     id: child.childTaskId,
     caseId: task.case_id,
@@ -555,10 +560,16 @@ async function placeChild(env: TurnEnv, uow: UnitOfWork, tr: TaskRun, child: Tur
     profileVersion: profile.version,
     objective: { text: child.objective },
     // The narrowed execution context (§3): the parent's envelope verbatim (K4: its budget
-    // re-counts from zero), the declared tools, the papers and grants it may use.
-    context: { envelope: child.envelope, mode: child.mode, tools: child.toolNames, permittedPapers: [], grants: [] },
+    // re-counts from zero), the declared tools, and the papers and grants it may use — what the
+    // spawn asked for that the parent itself holds, never more (authority.ts).
+    context: { envelope: child.envelope, mode: child.mode, tools: child.toolNames, ...narrowed.context },
   });
-  if (created) await sendRunnable(uow, { id: child.childTaskId, case_id: task.case_id }, 'opened', task, tr.token);
+  if (!created) return;
+  await sendRunnable(uow, { id: child.childTaskId, case_id: task.case_id }, 'opened', task, tr.token);
+  await uow.appendLedger(task.case_id, {
+    kind: 'child_placed',
+    body: { taskId: task.id, childTaskId: child.childTaskId, tools: child.toolNames, permittedPapers: narrowed.context.permittedPapers, grants: narrowed.context.grants, withheld: narrowed.withheld },
+  });
 }
 
 /** Replaces the earlier messages by a derived summary paper, if the summary keeps everything. */
@@ -599,23 +610,11 @@ async function applyTransition(env: TurnEnv, uow: UnitOfWork, tr: TaskRun, tx: T
       let questionId: string | null = null;
       let detail: Record<string, unknown> = { ...tx.detail };
       if (tx.ask) {
-        questionId = newId();
-        const q = run.wait?.question ?? null;
-        const reason = run.wait?.reason ?? 'the agent needs an answer';
-        await askQuestion(uow, token, {
-          id: questionId,
-          caseId: task.case_id,
-          taskId: task.id,
-          // Only the root asks a human: a sub-agent's question goes out under its root (§11.3).
-          askedBy: tr.rootTaskId,
-          kind: 'agent',
-          gap: q?.gap ?? reason,
-          checked: q ? [q.checked] : [],
-          dependsOn: q ? [q.dependsOn] : [],
-          alternatives: q ? [...q.alternatives] : [],
-          decisionNeeded: q?.decisionNeeded ?? reason,
-        });
-        detail = { ...detail, questionId };
+        // Only the root asks a human; a sub-agent asks its parent, and a parent answers its
+        // sub-agents' questions with the same park (questions.ts, §11.3).
+        const asked = await questionProtocol(uow, { task, token, rootTaskId: tr.rootTaskId }, tx.reason, run.wait);
+        questionId = asked.humanQuestionId;
+        detail = { ...detail, ...asked.detail };
       }
       if (tx.backoffMs !== null) await parkWithBackoff(uow, token, tx.reason, detail, tx.backoffMs);
       else await uow.transitionTask(token, { state: 'parked', parkReason: tx.reason, parkDetail: detail });

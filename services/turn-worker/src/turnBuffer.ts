@@ -8,7 +8,8 @@ import { EverdictError, newId } from '@everdict/contracts';
 import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
 import type { HandoffPort, ResultPage, ResultStore, SpawnOutcome, SpawnRequest, SubAgentPort } from '@everdict/agent-runtime';
 import { newPaper } from '@everdict/store';
-import type { NewPaper, Queryable } from '@everdict/store';
+import type { Db, NewPaper } from '@everdict/store';
+import { readPermittedPaper } from './paperAccess.js';
 
 export const RESULT_SCHEMA = 'everdict/tool-result-full.v1';
 
@@ -20,6 +21,9 @@ export interface PlacedChild {
   readonly envelope: ExecutionEnvelope;
   readonly mode: ExecutionMode | null;
   readonly depth: number;
+  /** Papers and grants the spawn asked for (null: it named none); narrowed to the parent's at placement. */
+  readonly papers: readonly string[] | null;
+  readonly grants: readonly string[] | null;
 }
 
 export class TurnBuffer {
@@ -48,8 +52,12 @@ function page(content: string, offset: number, limit: number): ResultPage {
   return { text: content.slice(start, end), offset: start, total, nextOffset: end < total ? end : null };
 }
 
-/** Large tool results as papers of the case; only the owning task can page them back. */
-export function paperResultStore(db: Queryable, caseId: string, buffer: TurnBuffer): ResultStore {
+/**
+ * Large tool results as papers of the case. A task pages back its own results, and the papers
+ * its narrowed context permits (given by its parent at spawn); any other paper of the case is
+ * refused and the refusal recorded in the ledger (paperAccess.ts).
+ */
+export function paperResultStore(db: Db, caseId: string, buffer: TurnBuffer): ResultStore {
   return {
     async put(owner, content) {
       const ref = `result:${owner.callId}`;
@@ -66,7 +74,9 @@ export function paperResultStore(db: Queryable, caseId: string, buffer: TurnBuff
         values: [caseId, resultPaperName(taskId, ref)],
       });
       const bytes = rows[0]?.bytes;
-      return bytes ? page(bytes.toString('utf8'), offset, limit) : null;
+      if (bytes) return page(bytes.toString('utf8'), offset, limit);
+      const other = await readPermittedPaper(db, caseId, taskId, ref);
+      return other.kind === 'read' ? page(other.bytes.toString('utf8'), offset, limit) : null;
     },
   };
 }
@@ -82,7 +92,17 @@ export function deferredSubAgents(buffer: TurnBuffer): SubAgentPort {
         throw new EverdictError('duplicate_spawn', `spawn call ${req.spawnCallId} placed twice in one turn`, { details: { field: 'spawnCallId' } });
       }
       const childTaskId = newId();
-      buffer.children.push({ childTaskId, spawnCallId: req.spawnCallId, objective: req.objective, toolNames: [...req.toolNames], envelope: req.envelope, mode: req.mode ?? null, depth: req.depth });
+      buffer.children.push({
+        childTaskId,
+        spawnCallId: req.spawnCallId,
+        objective: req.objective,
+        toolNames: [...req.toolNames],
+        envelope: req.envelope,
+        mode: req.mode ?? null,
+        depth: req.depth,
+        papers: req.papers ? [...req.papers] : null,
+        grants: req.grants ? [...req.grants] : null,
+      });
       return { kind: 'deferred', childTaskId };
     },
   };

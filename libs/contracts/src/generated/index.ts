@@ -6,57 +6,72 @@ export type { ActionDocument, ToolCallAction } from "./action-document.js";
 export type { EffectConnectorName, EffectOperationName, EffectPacket, EffectOperation, EffectTarget, EffectParams, EffectExpectedCounts, EffectCheck, EffectReadCall, EffectRevert, EffectVerdict } from "./effect-packet.js";
 export type { FleetName, FleetToolName, FleetName1, FleetConfig, FleetRoute, FleetTool, FleetProfile, FleetBudget, FleetCompaction, FleetCaseType, FleetScope, FleetConnector, FleetOperation, FleetParamBound, FleetConnectorTarget, FleetPrincipal, FleetGatePolicy, FleetGateDecision, FleetRuntime, FleetBackoff, FleetVersionPolicy } from "./fleet-config.js";
 export type { MessageEnvelope, MessageLineage, MessageSender } from "./message-envelope.js";
+export type { BudgetToppedUpV1, BudgetTopUp } from "./payloads/budget.topped_up.v1.js";
 export type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 export type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
 export type { GateRequestedV1 } from "./payloads/gate.requested.v1.js";
 export type { PlanSubmittedV1, PlanStepV1 } from "./payloads/plan.submitted.v1.js";
 export type { QuestionAnsweredV1 } from "./payloads/question.answered.v1.js";
+export type { QuestionRaisedV1 } from "./payloads/question.raised.v1.js";
 export type { TaskCancelV1 } from "./payloads/task.cancel.v1.js";
 export type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
+export type { TaskResumeV1 } from "./payloads/task.resume.v1.js";
 export type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
-export type { RuntimeStateId, RuntimeStateHash, RuntimeStatePaper, RuntimeStateVersions, RuntimeStateContext, RuntimeStateEnvelope, RuntimeStateScope, RuntimeStateBudget, RuntimeStateMode, RuntimeStateRun, RuntimeStateMessage, RuntimeStateToolCall, RuntimeStateTodo, RuntimeStatePlan, RuntimeStatePlanStep, RuntimeStateWait, RuntimeStateQuestion, RuntimeStateChild, RuntimeStateUsage, RuntimeStateSettlement, RuntimeStatePending, RuntimeStatePaperHead, RuntimeStateDecision, RuntimeStateSummaryRef } from "./runtime-state.js";
+export type { RuntimeStateId, RuntimeStateHash, RuntimeStatePaper, RuntimeStateVersions, RuntimeStateContext, RuntimeStateEnvelope, RuntimeStateScope, RuntimeStateBudget, RuntimeStateMode, RuntimeStateRun, RuntimeStateMessage, RuntimeStateToolCall, RuntimeStateTodo, RuntimeStatePlan, RuntimeStatePlanStep, RuntimeStateWait, RuntimeStateQuestion, RuntimeStateChildAnswer, RuntimeStateChild, RuntimeStateUsage, RuntimeStateSettlement, RuntimeStatePending, RuntimeStatePaperHead, RuntimeStateDecision, RuntimeStateSummaryRef } from "./runtime-state.js";
+import type { BudgetToppedUpV1 } from "./payloads/budget.topped_up.v1.js";
 import type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 import type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
 import type { GateRequestedV1 } from "./payloads/gate.requested.v1.js";
 import type { PlanSubmittedV1 } from "./payloads/plan.submitted.v1.js";
 import type { QuestionAnsweredV1 } from "./payloads/question.answered.v1.js";
+import type { QuestionRaisedV1 } from "./payloads/question.raised.v1.js";
 import type { TaskCancelV1 } from "./payloads/task.cancel.v1.js";
 import type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
+import type { TaskResumeV1 } from "./payloads/task.resume.v1.js";
 import type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
 
 /** Payload type of each message type and version (from schemas/payloads/<type>.v<N>.schema.json). */
 export interface PayloadSchemaMap {
+  "budget.topped_up": { 1: BudgetToppedUpV1 };
   "effect.outcome": { 1: EffectOutcomeV1 };
   "gate.decided": { 1: GateDecidedV1 };
   "gate.requested": { 1: GateRequestedV1 };
   "plan.submitted": { 1: PlanSubmittedV1 };
   "question.answered": { 1: QuestionAnsweredV1 };
+  "question.raised": { 1: QuestionRaisedV1 };
   "task.cancel": { 1: TaskCancelV1 };
   "task.finished": { 1: TaskFinishedV1 };
+  "task.resume": { 1: TaskResumeV1 };
   "task.runnable": { 1: TaskRunnableV1 };
 }
 
 /** Highest schema version of each message type: what a sender builds unless told otherwise. */
 export interface LatestPayloadVersion {
+  "budget.topped_up": 1;
   "effect.outcome": 1;
   "gate.decided": 1;
   "gate.requested": 1;
   "plan.submitted": 1;
   "question.answered": 1;
+  "question.raised": 1;
   "task.cancel": 1;
   "task.finished": 1;
+  "task.resume": 1;
   "task.runnable": 1;
 }
 
 /** Schema file (relative to schemas/) of each message type and version. */
 export const PAYLOAD_SCHEMA_FILES = {
+  "budget.topped_up": { 1: "payloads/budget.topped_up.v1.schema.json" },
   "effect.outcome": { 1: "payloads/effect.outcome.v1.schema.json" },
   "gate.decided": { 1: "payloads/gate.decided.v1.schema.json" },
   "gate.requested": { 1: "payloads/gate.requested.v1.schema.json" },
   "plan.submitted": { 1: "payloads/plan.submitted.v1.schema.json" },
   "question.answered": { 1: "payloads/question.answered.v1.schema.json" },
+  "question.raised": { 1: "payloads/question.raised.v1.schema.json" },
   "task.cancel": { 1: "payloads/task.cancel.v1.schema.json" },
   "task.finished": { 1: "payloads/task.finished.v1.schema.json" },
+  "task.resume": { 1: "payloads/task.resume.v1.schema.json" },
   "task.runnable": { 1: "payloads/task.runnable.v1.schema.json" },
 } as const;
 
@@ -69,13 +84,16 @@ export const SCHEMA_FILES = [
   "effect-packet.schema.json",
   "fleet-config.schema.json",
   "message-envelope.schema.json",
+  "payloads/budget.topped_up.v1.schema.json",
   "payloads/effect.outcome.v1.schema.json",
   "payloads/gate.decided.v1.schema.json",
   "payloads/gate.requested.v1.schema.json",
   "payloads/plan.submitted.v1.schema.json",
   "payloads/question.answered.v1.schema.json",
+  "payloads/question.raised.v1.schema.json",
   "payloads/task.cancel.v1.schema.json",
   "payloads/task.finished.v1.schema.json",
+  "payloads/task.resume.v1.schema.json",
   "payloads/task.runnable.v1.schema.json",
   "runtime-state.schema.json",
 ] as const;

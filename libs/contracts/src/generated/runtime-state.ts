@@ -150,6 +150,10 @@ export interface RuntimeStateWait {
   for: "question" | "children";
   reason: string;
   question: null | RuntimeStateQuestion;
+  /**
+   * Answers this wait gives to questions its sub-agents put to it (§11.3); each reaches exactly the sub-agent parked on that question.
+   */
+  answers?: RuntimeStateChildAnswer[];
 }
 export interface RuntimeStateQuestion {
   gap: string;
@@ -157,6 +161,10 @@ export interface RuntimeStateQuestion {
   dependsOn: string;
   alternatives: string[];
   decisionNeeded: string;
+}
+export interface RuntimeStateChildAnswer {
+  questionId: string;
+  answer: string;
 }
 export interface RuntimeStateChild {
   childTaskId: string;

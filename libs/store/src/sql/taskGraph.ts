@@ -137,6 +137,32 @@ export function wakeDueTasks(limit: number): Sql {
   };
 }
 
+/**
+ * A parent parked `children` while a sub-agent's question was on its way (the parent was still
+ * running when `question.raised` arrived, so the handler could not wake it) wakes here: a
+ * question put to a task is never left waiting behind that task's own wait for its children.
+ * Driven by the open-notes index, so it costs nothing while no question is pending.
+ */
+export function wakeAskedParents(limit: number): Sql {
+  return {
+    name: 'ev_wake_asked_parents',
+    text: `WITH due AS (
+             SELECT t.id FROM tasks t
+              WHERE t.state = 'parked' AND t.park_reason = 'children'
+                AND t.id IN (SELECT n.task_id FROM task_notes n WHERE n.consumed_turn IS NULL AND n.kind = 'question')
+              LIMIT $1::int
+              FOR UPDATE SKIP LOCKED
+           )
+           UPDATE tasks t
+              SET state = 'open', park_reason = NULL, park_detail = NULL, parked_at = NULL, wake_at = NULL,
+                  row_version = t.row_version + 1, updated_at = now()
+             FROM due
+            WHERE t.id = due.id
+        RETURNING ${graphColumns('t')}`,
+    values: [limit],
+  };
+}
+
 /** A parked task whose reason matches becomes open (runnable). Nothing happens otherwise. */
 export function wakeParkedTask(taskId: string, reason: ParkReason): Sql {
   return {
@@ -183,6 +209,42 @@ export function insertChildTask(c: NewChildTask): Sql {
            ON CONFLICT (spawn_call_id) DO NOTHING
            RETURNING id`,
     values: [c.id, c.caseId, c.parentId, c.rootTaskId, c.depth, c.ancestry, c.spawnCallId, c.profile, c.profileVersion, JSON.stringify(c.objective ?? {}), JSON.stringify(c.context ?? null)],
+  };
+}
+
+/**
+ * The sub-agent of `parentId` parked on question `questionId` that it put to that parent (its
+ * park detail names the question and the parent it asked); none when no child waits on it. Not
+ * locked: the receiver of the answer re-checks under its own lock.
+ */
+export function selectChildWaitingOn(parentId: string, questionId: string): Sql {
+  return {
+    name: 'ev_select_child_waiting_on',
+    text: `SELECT ${graphColumns()} FROM tasks
+            WHERE parent_id = $1::uuid AND state = 'parked' AND park_reason = 'question'
+              AND park_detail->>'questionId' = $2::text AND park_detail->>'askedOf' = $1::text`,
+    values: [parentId, questionId],
+  };
+}
+
+/** The case type of a case (the root task's authority comes from it). */
+export function selectCaseType(caseId: string): Sql {
+  return { name: 'ev_select_case_type', text: 'SELECT case_type FROM cases WHERE id = $1::uuid', values: [caseId] };
+}
+
+/**
+ * Papers of a case that `ref` may name, with their head revision's bytes: the paper of that exact
+ * name, or — for a stored-result ref (`result:…`) — any task's result paper ending in it. Whether
+ * the asking task may read one is decided by the caller from its narrowed context.
+ */
+export function selectPapersNamed(caseId: string, ref: string): Sql {
+  return {
+    name: 'ev_select_papers_named',
+    text: `SELECT p.name, r.bytes FROM papers p JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
+            WHERE p.case_id = $1::uuid
+              AND (p.name = $2::text OR (left($2::text, 7) = 'result:' AND p.name LIKE 'results/%' AND right(p.name, length($2::text) + 1) = '/' || $2::text))
+            ORDER BY p.name`,
+    values: [caseId, ref],
   };
 }
 
@@ -349,6 +411,18 @@ export function requestSoftCancel(taskId: string): Sql {
   return {
     text: `UPDATE tasks SET cancel_requested = 'soft', row_version = row_version + 1, updated_at = now()
             WHERE id = $1::uuid AND state NOT IN ('done', 'failed', 'cancelled') AND cancel_requested IS NULL RETURNING id`,
+    values: [taskId],
+  };
+}
+
+/**
+ * An operator takes a soft stop back: the request is withdrawn (a hard cancel is final and stays).
+ * Returns the row when a soft request was pending.
+ */
+export function withdrawSoftCancel(taskId: string): Sql {
+  return {
+    text: `UPDATE tasks SET cancel_requested = NULL, row_version = row_version + 1, updated_at = now()
+            WHERE id = $1::uuid AND cancel_requested = 'soft' AND state NOT IN ('done', 'failed', 'cancelled') RETURNING id`,
     values: [taskId],
   };
 }
