@@ -209,7 +209,9 @@ export async function writeTurnAlone(store: Store, token: FenceToken, caseId: st
 /** Replaces the request of an unanswered model intent by the one actually sent; false if it had an answer. */
 export async function supersedeIntent(uow: UnitOfWork, token: FenceToken, caseId: string, callId: string, request: NewPaper, route: string | null, versions: unknown): Promise<boolean> {
   await uow.requireFence(token, 'supersede_intent');
-  await uow.query(insertPapers(caseId, [request]));
+  // The call's first request paper keeps its name (`calls/<id>/request`); the superseding
+  // request is a paper of its own beside it, so both stay readable and names stay unique.
+  await uow.query(insertPapers(caseId, [{ ...request, name: `${request.name}/${request.id}` }]));
   return (await uow.query(supersedeModelIntent(callId, token.taskId, request.id, request.contentHash, route, versions))).rows.length === 1;
 }
 

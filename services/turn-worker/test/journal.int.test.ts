@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
-import { JournalCommitter, loadTurnCalls, newPaper, PaperCorrupt, StaleFence, writeTurnAlone } from '@everdict/store';
+import { JournalCommitter, loadTurnCalls, newPaper, PaperCorrupt, StaleFence, supersedeIntent, writeTurnAlone } from '@everdict/store';
 import type { FenceToken, TurnWrite } from '@everdict/store';
 import { claim, seedTask, storeFixture, type Fixture } from './helpers.js';
 
@@ -65,6 +65,20 @@ describe('journal writes', () => {
     expect(await fx.store.verifyLedger(t.caseId)).toMatchObject({ ok: true, records: 3 });
     const third = await writeTurnAlone(fx.store, token, t.caseId, turnWrite(2), second.head);
     expect(third.head).toMatchObject({ seq: 4 });
+  });
+
+  it('an unanswered model intent can be superseded by a different request (its paper keeps its own name)', async () => {
+    const t = await seedTask(fx.store);
+    const token = await claim(fx.store, t.taskId);
+    const w = turnWrite(0, false);
+    await writeTurnAlone(fx.store, token, t.caseId, w, null);
+    const callId = w.intents[0]!.id;
+    // The turn-worker names a request paper after its call: the superseding one has the same name.
+    const next = newPaper({ kind: 'artefact', name: w.papers[0]!.name, schemaId: 'test', bytes: Buffer.from('{"turn":0,"notes":1}') });
+    expect(await fx.store.unitOfWork((uow) => supersedeIntent(uow, token, t.caseId, callId, next, 'main', { runtime: 'test' }))).toBe(true);
+    const [call] = await loadTurnCalls(fx.store.db, t.taskId, 0);
+    expect(call).toMatchObject({ id: callId, status: 'intent', requestHash: next.contentHash });
+    expect(call!.request!.toString()).toBe('{"turn":0,"notes":1}');
   });
 
   it('reading the journal back verifies paper bytes', async () => {
