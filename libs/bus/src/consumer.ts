@@ -18,6 +18,16 @@
  *   retried in place, anything else is requeued and comes back until the queue's delivery limit
  *   (x-delivery-limit), whose last attempt is recorded and dead-lettered.
  *
+ * Batched mode (`batchSize` > 1, opt-in per service): the deliveries that are ready together
+ * (up to `batchSize`) share ONE unit of work — one statement records all their inbox rows (with
+ * BEGIN), each handler runs in turn inside the same transaction, one COMMIT, then each is acked.
+ * The per-delivery contract is unchanged: a delivery's inbox row, state change and outbox rows
+ * commit together (with the rest of the batch) or not at all, and nothing is acked before
+ * COMMIT. If any part of the batch fails, the transaction rolls back as a whole and EVERY
+ * delivery of it is processed again alone (the single path, with its retries, requeues and
+ * dead-letters), so one bad delivery cannot sink the others. A delivery whose id is already in
+ * the inbox (a redelivery or a hash conflict) is settled alone after the batch.
+ *
  * Ordering: deliveries are processed concurrently (up to `prefetch`) and redeliveries overtake
  * later messages, so delivery order means nothing. Handlers protect ordering themselves (DESIGN
  * §3): plan revisions carry the expected revision and row version and an out-of-order one is
@@ -27,6 +37,7 @@
  */
 import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictError, isUuid } from '@everdict/contracts';
 import type { AnyEnvelope, MessageType } from '@everdict/contracts';
+import { inlinable, recordInboxBatch, setInboxDispositions } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
 import type { BusLogger } from './logger.js';
 import { describeError, noopBusLogger } from './logger.js';
@@ -45,6 +56,13 @@ export interface HandlerContext {
   readonly deliveryCount: number;
   readonly redelivered: boolean;
   readonly transport: Transport['kind'];
+  /**
+   * Registers `fn` to run once the unit of work this handler runs in has COMMITTED (never if it
+   * rolls back, e.g. when a batch fails and every delivery of it is processed again alone). For
+   * in-memory effects of a handler that must follow its durable state, like a claimed task.
+   * Always set by the consumer; optional so a test may call a handler directly.
+   */
+  readonly afterCommit?: (fn: () => void) => void;
 }
 
 /**
@@ -87,6 +105,12 @@ export interface InboxConsumerOptions {
   readonly handlers: MessageHandlers;
   /** Unsettled deliveries at once, i.e. concurrent units of work (default 32). */
   readonly prefetch?: number;
+  /**
+   * Most deliveries sharing one unit of work (default 1: every delivery has its own). Only for
+   * services whose handlers write nothing but their unit of work (in-memory effects go through
+   * `ctx.afterCommit`), since a failed batch runs every handler of it again.
+   */
+  readonly batchSize?: number;
   /** Largest accepted body in bytes (default DEFAULT_MAX_MESSAGE_BYTES, 1 MiB). */
   readonly maxBytes?: number;
   /** In-place retries of a unit of work that failed with a retryable database error (default 3). */
@@ -120,6 +144,21 @@ export function backoffMs(attempt: number, baseMs: number): number {
 
 type UnitResult = { kind: 'applied' | 'ignored' } | { kind: 'duplicate'; disposition: string } | { kind: 'conflict'; storedHash: string };
 
+/** A delivery waiting for its batch. */
+interface Queued {
+  readonly env: AnyEnvelope;
+  readonly handler: MessageHandler;
+  readonly ctx: Omit<HandlerContext, 'afterCommit'>;
+  resolve(r: UnitResult): void;
+  reject(err: unknown): void;
+}
+
+/**
+ * Units of work of batched deliveries in flight at once; later deliveries wait and form the next
+ * batch. Enough that a slow batch (a lock wait) does not hold up every delivery behind it.
+ */
+const BATCHES_IN_FLIGHT = 8;
+
 export class InboxConsumer {
   private readonly metrics: BusMetrics;
   private readonly logger: BusLogger;
@@ -129,6 +168,10 @@ export class InboxConsumer {
   private readonly delayMs: number;
   private readonly abort = new AbortController();
   private subscription: Subscription | undefined;
+  private readonly batchSize: number;
+  private queue: Queued[] = [];
+  private batchesInFlight = 0;
+  private flushScheduled = false;
 
   constructor(private readonly opts: InboxConsumerOptions) {
     this.metrics = opts.metrics ?? noopBusMetrics;
@@ -137,6 +180,7 @@ export class InboxConsumer {
     this.limit = deliveryLimit(opts.transport.topology, opts.service);
     this.retries = opts.transientRetries ?? 3;
     this.delayMs = opts.retryDelayMs ?? 100;
+    this.batchSize = opts.unsafeSkipInbox ? 1 : Math.max(1, Math.floor(opts.batchSize ?? 1));
     const missing = boundTypes(opts.transport.topology, opts.service).filter((t) => !(t in opts.handlers));
     if (missing.length > 0) {
       throw new EverdictError('config_invalid', `consumer ${opts.service} has no handler for bound message types: ${missing.join(', ')}`, {
@@ -178,12 +222,12 @@ export class InboxConsumer {
     if (!handler) {
       return this.refuse('unhandled_type', `/type ${env.type} has no handler in ${service}`, { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
     }
-    const ctx: HandlerContext = { service, deliveryCount: d.deliveryCount, redelivered: d.redelivered, transport: this.opts.transport.kind };
+    const ctx = { service, deliveryCount: d.deliveryCount, redelivered: d.redelivered, transport: this.opts.transport.kind };
 
     const started = performance.now();
     let result: UnitResult;
     try {
-      result = await this.withTransientRetry(() => this.unitOfWork(env, handler, ctx));
+      result = this.batchSize > 1 && inlinable(service, { messageId: env.id, payloadHash: env.payloadHash, type: env.type }) ? await this.batched(env, handler, ctx) : await this.alone(env, handler, ctx);
     } catch (err) {
       return this.handlerFailed(env, d, err);
     } finally {
@@ -209,9 +253,16 @@ export class InboxConsumer {
     }
   }
 
-  private unitOfWork(env: AnyEnvelope, handler: MessageHandler, ctx: HandlerContext): Promise<UnitResult> {
+  /** One delivery in its own unit of work, retried in place on transient database errors. */
+  private alone(env: AnyEnvelope, handler: MessageHandler, ctx: Omit<HandlerContext, 'afterCommit'>): Promise<UnitResult> {
+    return this.withTransientRetry(() => this.unitOfWork(env, handler, ctx));
+  }
+
+  private async unitOfWork(env: AnyEnvelope, handler: MessageHandler, base: Omit<HandlerContext, 'afterCommit'>): Promise<UnitResult> {
     const service = this.opts.service;
-    return this.opts.store.unitOfWork(async (uow): Promise<UnitResult> => {
+    const committed: (() => void)[] = [];
+    const ctx: HandlerContext = { ...base, afterCommit: (fn) => void committed.push(fn) };
+    const result = await this.opts.store.unitOfWork(async (uow): Promise<UnitResult> => {
       if (!this.opts.unsafeSkipInbox) {
         // The inbox insert comes first: a concurrent redelivery blocks on its key until we commit.
         const check = await uow.checkInbox(service, env.id, env.payloadHash, env.type, 'applied');
@@ -221,6 +272,104 @@ export class InboxConsumer {
       const outcome = (await handler(env, uow, ctx)) ?? 'applied';
       if (outcome === 'ignored' && !this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'ignored');
       return { kind: outcome };
+    });
+    for (const fn of committed) fn();
+    return result;
+  }
+
+  /** Queues a delivery for the next batch; resolves once its batch committed (or it was settled alone). */
+  private batched(env: AnyEnvelope, handler: MessageHandler, ctx: Omit<HandlerContext, 'afterCommit'>): Promise<UnitResult> {
+    return new Promise<UnitResult>((resolve, reject) => {
+      this.queue.push({ env, handler, ctx, resolve, reject });
+      this.kick();
+    });
+  }
+
+  private kick(): void {
+    if (this.flushScheduled || this.batchesInFlight >= BATCHES_IN_FLIGHT || this.queue.length === 0) return;
+    this.flushScheduled = true;
+    // Deliveries that become ready in the same tick join the same batch.
+    queueMicrotask(() => {
+      this.flushScheduled = false;
+      if (this.batchesInFlight < BATCHES_IN_FLIGHT && this.queue.length > 0) void this.flushBatch();
+    });
+  }
+
+  /** The next batch: up to `batchSize` deliveries in arrival order, at most one per message id. */
+  private takeBatch(): Queued[] {
+    const batch: Queued[] = [];
+    const rest: Queued[] = [];
+    const ids = new Set<string>();
+    for (const q of this.queue) {
+      if (batch.length >= this.batchSize || ids.has(q.env.id)) rest.push(q);
+      else {
+        batch.push(q);
+        ids.add(q.env.id);
+      }
+    }
+    this.queue = rest;
+    return batch;
+  }
+
+  private async flushBatch(): Promise<void> {
+    const batch = this.takeBatch();
+    if (batch.length === 0) return;
+    this.batchesInFlight++;
+    this.kick();
+    let settled: { results: (UnitResult | null)[]; committed: (() => void)[] } | null;
+    try {
+      if (batch.length === 1) {
+        const only = batch[0]!;
+        await this.alone(only.env, only.handler, only.ctx).then(only.resolve, only.reject);
+        return;
+      }
+      settled = await this.batchUnit(batch).catch(() => null);
+    } finally {
+      // The batch's own unit of work is over: the next batch may start while the deliveries
+      // settled alone below (with their retries and backoffs) take their time.
+      this.batchesInFlight--;
+      this.kick();
+    }
+    if (settled === null) {
+      // Nothing of the batch was written: every delivery is processed again, alone, with the
+      // single path's retries and failure handling (the failing one is requeued or dead-lettered
+      // there, the others simply apply).
+      for (const q of batch) void this.alone(q.env, q.handler, q.ctx).then(q.resolve, q.reject);
+      return;
+    }
+    const { results, committed } = settled;
+    for (const fn of committed) fn();
+    batch.forEach((q, i) => {
+      const r = results[i];
+      // Already in the inbox: a duplicate or a conflict, told apart by the single path.
+      if (r === null || r === undefined) void this.alone(q.env, q.handler, q.ctx).then(q.resolve, q.reject);
+      else q.resolve(r);
+    });
+  }
+
+  /** ONE unit of work for the batch: inbox rows, each new delivery's handler in order, dispositions. */
+  private batchUnit(batch: readonly Queued[]): Promise<{ results: (UnitResult | null)[]; committed: (() => void)[] }> {
+    const service = this.opts.service;
+    return this.opts.store.unitOfWork(async (uow) => {
+      const committed: (() => void)[] = [];
+      const fresh = await recordInboxBatch(
+        uow,
+        service,
+        batch.map((q) => ({ messageId: q.env.id, payloadHash: q.env.payloadHash, type: q.env.type })),
+      );
+      const results: (UnitResult | null)[] = [];
+      const ignored: string[] = [];
+      for (const q of batch) {
+        if (!fresh.has(q.env.id)) {
+          results.push(null);
+          continue;
+        }
+        const outcome = (await q.handler(q.env, uow, { ...q.ctx, afterCommit: (fn) => void committed.push(fn) })) ?? 'applied';
+        if (outcome === 'ignored') ignored.push(q.env.id);
+        results.push({ kind: outcome });
+      }
+      await setInboxDispositions(uow, service, ignored, 'ignored');
+      return { results, committed };
     });
   }
 

@@ -146,8 +146,10 @@ export class OutboxRelay {
         continue;
       }
       failures = 0;
+      // A full batch: more rows may be waiting, so another pipeline joins in (if one is idle).
+      if (result.claimed >= this.batchSize) this.wakeOne();
       // Drained for now: sleep until a NOTIFY (possibly one that came while we were busy) or the poll.
-      if (result.claimed < this.batchSize) await this.idle(this.pollMs, seenWake);
+      else await this.idle(this.pollMs, seenWake);
     }
   }
 
@@ -169,9 +171,29 @@ export class OutboxRelay {
     });
   }
 
+  /**
+   * A NOTIFY (or a stop). One idle pipeline is woken — a notification stands for rows a single
+   * claim will take; waking every pipeline would send claims that find nothing. A pipeline busy
+   * at that moment sees the newer wakeSeq when it finishes and claims once more, so no
+   * notification is ever slept through.
+   */
   private wake(): void {
     this.wakeSeq++;
-    for (const w of [...this.waiters]) if (w.onWake || this.stopping) w.done();
+    if (this.stopping) {
+      for (const w of [...this.waiters]) w.done();
+      return;
+    }
+    this.wakeOne();
+  }
+
+  /** Wakes one pipeline that waits for a notification, if any does. */
+  private wakeOne(): void {
+    for (const w of this.waiters) {
+      if (w.onWake) {
+        w.done();
+        return;
+      }
+    }
   }
 
   private async reportLag(): Promise<void> {

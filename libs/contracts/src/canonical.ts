@@ -3,11 +3,11 @@
  * digests and ledger chain hashes are all computed here and nowhere else.
  */
 import { createHash } from 'node:crypto';
-import canonicalizeJcs from 'canonicalize';
+import { jcs } from './jcs.js';
 
 /** RFC 8785 canonical form of a JSON value. Throws on values JSON cannot carry. */
 export function canonicalJson(value: unknown): string {
-  const text = canonicalizeJcs(value);
+  const text = jcs(value);
   if (text === undefined) throw new TypeError('value has no JSON representation');
   return text;
 }

@@ -6,6 +6,7 @@ export * from './migrate.js';
 export * from './ledgerHash.js';
 export * from './unitOfWork.js';
 export * from './store.js';
+export * from './inboxBatch.js';
 export type { TaskRow } from './sql/tasks.js';
 export type { OutboxRow } from './sql/outbox.js';
 export type { LedgerRow } from './sql/ledger.js';

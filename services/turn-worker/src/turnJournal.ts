@@ -13,11 +13,13 @@
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
  */
-import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
+import { canonicalJson, EverdictError, newId, sha256Hex } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
+import type { ModelRequest, RouteIdentity } from '@everdict/llm';
 import { newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
 import type { CallCompletion, FenceToken, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
+import { canonicalRequestDoc, canonicalTools } from './canonical.js';
 import type { CrashPoints } from './crashpoints.js';
 import { RestoreFailure } from './statePaper.js';
 import type { Versions } from './versions.js';
@@ -108,12 +110,26 @@ export class TurnJournal implements Journal {
   private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome }[] = [];
   private queue: { intent: CallIntent; resolve: (r: CallRecord) => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
+  /** The model request document last hashed, with its canonical JSON (its intent's paper bytes). */
+  private lastRequest: { readonly doc: object; readonly canonical: string } | null = null;
   /** Whether any tool outcome was produced in this process (the after_tool_results point). */
   ranTools = false;
 
   constructor(private readonly scope: TurnScope) {
     for (const [ordinal, s] of scope.stored) this.records.set(ordinal, recordOf(scope.token.taskId, s));
     if (scope.prewritten && !this.records.has(0)) this.records.set(0, scope.prewritten);
+  }
+
+  /**
+   * payloadHash of the model request document, from the canonical forms cached per message (a
+   * turn's request repeats every earlier message): byte-identical to canonicalJson of the whole
+   * document, without re-serialising the conversation every turn. The canonical JSON is kept
+   * for the intent's request paper.
+   */
+  requestHash(doc: { readonly route: RouteIdentity; readonly request: ModelRequest }): string {
+    const canonical = canonicalRequestDoc(doc.route, doc.request, canonicalTools(this.scope.registry, doc.request.tools));
+    this.lastRequest = { doc, canonical };
+    return `sha256:${sha256Hex(canonical)}`;
   }
 
   async recordIntent(intent: CallIntent): Promise<CallRecord> {
@@ -182,7 +198,10 @@ export class TurnJournal implements Journal {
   }
 
   private intentRow(intent: CallIntent): IntentRow {
-    if (intent.ordinal === 0) return modelIntentRow(intent, this.scope.route, this.scope.versions);
+    if (intent.ordinal === 0) {
+      const last = this.lastRequest;
+      return modelIntentRow(intent, this.scope.route, this.scope.versions, last !== null && last.doc === intent.request ? last.canonical : undefined);
+    }
     const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.toolRequest, bytes: bytesOf(intent.request) });
     return {
       call: {
@@ -257,6 +276,7 @@ export class TurnJournal implements Journal {
       rec = { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null };
     }
     this.records.set(0, rec);
+    this.lastRequest = null; // its bytes are written (or were): nothing more to keep for this turn
     this.scope.crash.reach('after_intent', { taskId: intent.taskId, turn: intent.turn });
     return rec;
   }

@@ -9,12 +9,17 @@
  * a claim keeps its slot for the whole activation and returns it when the task parks, settles
  * or is released. Deliveries beyond that stay unacked with the broker (prefetch), where
  * another worker may take them.
+ *
+ * Deliveries are consumed in batches (`inboxBatchSize`, see settings.ts): the claims that are
+ * ready together share one unit of work. A claim becomes an activation only once the unit of
+ * work that made it has committed (`ctx.afterCommit`): a batch that rolls back — and is then
+ * processed again delivery by delivery — leaves no claim behind.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isEverdictError } from '@everdict/contracts';
 import { InboxConsumer, startOutboxRelay } from '@everdict/bus';
-import type { BusMetrics, OutboxRelay, Transport } from '@everdict/bus';
+import type { BusMetrics, MessageHandler, MessageHandlers, OutboxRelay, Transport } from '@everdict/bus';
 import { JournalCommitter } from '@everdict/store';
 import type { Store } from '@everdict/store';
 import type { KernelClock } from '@everdict/agent-runtime';
@@ -76,7 +81,10 @@ export interface TurnWorkerOptions {
 
 export class TurnWorker {
   readonly owner: string;
+  /** Claims whose unit of work committed, by message id (the gated transport starts them). */
   private readonly claims = new Map<string, Claim>();
+  /** Claims made by a handler whose unit of work has not committed yet. */
+  private readonly tentative = new Map<string, Claim>();
   private readonly activations = new Set<Promise<void>>();
   private readonly keeper: LeaseKeeper;
   private readonly sweeper: Sweeper;
@@ -123,8 +131,9 @@ export class TurnWorker {
       store: this.opts.store,
       transport: this.gated(this.opts.transport),
       service: SERVICE,
-      handlers: turnWorkerHandlers({ owner: this.owner, leaseTtlMs: () => this.opts.catalog.settings.leaseTtlMs, claims: this.claims, logger: this.opts.logger }),
+      handlers: this.claimAfterCommit(turnWorkerHandlers({ owner: this.owner, leaseTtlMs: () => this.opts.catalog.settings.leaseTtlMs, claims: this.tentative, logger: this.opts.logger })),
       prefetch: this.opts.catalog.settings.prefetch,
+      batchSize: this.opts.catalog.settings.inboxBatchSize,
       logger: this.opts.logger,
       ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}),
     });
@@ -142,6 +151,28 @@ export class TurnWorker {
     await this.keeper.stop();
     await this.sweeper.stop();
     await this.relay?.stop();
+  }
+
+  /**
+   * The handlers, each handing the claim it made over to `claims` only once its unit of work has
+   * committed: a claim made inside a batch that rolled back never starts an activation.
+   */
+  private claimAfterCommit(handlers: MessageHandlers): MessageHandlers {
+    const wrap =
+      (h: MessageHandler): MessageHandler =>
+      async (e, uow, ctx) => {
+        this.tentative.delete(e.id);
+        const outcome = await h(e, uow, ctx);
+        const claim = this.tentative.get(e.id);
+        if (claim) {
+          this.tentative.delete(e.id);
+          const hand = () => void this.claims.set(e.id, claim);
+          if (ctx.afterCommit) ctx.afterCommit(hand);
+          else hand();
+        }
+        return outcome;
+      };
+    return Object.fromEntries(Object.entries(handlers).map(([type, h]) => [type, wrap(h as MessageHandler)])) as MessageHandlers;
   }
 
   /** The sweeper, for a one-shot pass (tests, the reconciler). */

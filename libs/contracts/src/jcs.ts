@@ -1,0 +1,124 @@
+/**
+ * RFC 8785 (JCS) serialisation, written for the hot path: every durable turn hashes its model
+ * request, state paper, journal papers, envelopes and ledger records through it. Its output is
+ * byte-identical to the `canonicalize` package's for every JSON value (the unit tests compare
+ * both on generated documents); it differs only in cost: no array and `join` per level, no Set
+ * per key, no sort copy (keys are sorted in place), no stringify call for a string that needs no
+ * escape — about a third of the time and of the garbage.
+ *
+ * Rules (RFC 8785 §3.2): keys sorted by UTF-16 code units; strings and numbers exactly as
+ * ECMAScript's JSON.stringify writes them; NaN, ±Infinity and lone surrogates refused;
+ * `undefined` / symbol / function members left out of objects and written as null in arrays;
+ * `toJSON` honoured (dates, buffers); a circular reference refused.
+ */
+
+type WellFormed = string & { isWellFormed?: () => boolean };
+
+function hasLoneSurrogate(value: string): boolean {
+  const s = value as WellFormed;
+  if (typeof s.isWellFormed === 'function') return !s.isWellFormed();
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code >= 0xd800 && code <= 0xdbff) {
+      const next = i + 1 < value.length ? value.charCodeAt(i + 1) : 0;
+      if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
+      i++;
+    } else if (code >= 0xdc00 && code <= 0xdfff) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/** Whether JSON.stringify escapes anything in a well-formed string: a quote, a backslash or a control character. */
+function needsEscape(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c) return true;
+  }
+  return false;
+}
+
+function quote(s: string): string {
+  if (hasLoneSurrogate(s)) throw new Error('Lone surrogate is not allowed');
+  // Most strings need no escape: quoted by hand they skip JSON.stringify's per-call setup.
+  return needsEscape(s) ? JSON.stringify(s) : `"${s}"`;
+}
+
+const omitted = (v: unknown) => v === undefined || typeof v === 'symbol' || typeof v === 'function';
+
+/** Sorts keys by UTF-16 code units in place (insertion sort: key lists are short, and it allocates nothing). */
+function sortKeys(keys: string[]): void {
+  if (keys.length > 64) {
+    keys.sort();
+    return;
+  }
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > k) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = k;
+  }
+}
+
+function write(value: unknown, ancestors: object[]): string {
+  switch (typeof value) {
+    case 'string':
+      return quote(value);
+    case 'number':
+      if (!Number.isFinite(value)) throw new Error(Number.isNaN(value) ? 'NaN is not allowed' : 'Infinity is not allowed');
+      // Number::toString is what JSON.stringify writes for a finite number (-0 included: "0").
+      return String(value);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'object':
+      break;
+    default:
+      // bigint throws (as JSON.stringify does); undefined / symbol / function have no JSON form.
+      if (typeof value === 'bigint') throw new TypeError('Do not know how to serialize a BigInt');
+      return 'null';
+  }
+  if (value === null) return 'null';
+  const obj = value as Record<string, unknown> & { toJSON?: () => unknown };
+  if (ancestors.includes(obj)) throw new Error('Circular reference detected');
+  ancestors.push(obj);
+  let out: string;
+  if (typeof obj.toJSON === 'function') {
+    out = write(obj.toJSON(), ancestors);
+  } else if (Array.isArray(obj)) {
+    out = '[';
+    for (let i = 0; i < obj.length; i++) {
+      const v: unknown = obj[i];
+      if (i > 0) out += ',';
+      out += omitted(v) ? 'null' : write(v, ancestors);
+    }
+    out += ']';
+  } else {
+    const keys = Object.keys(obj);
+    sortKeys(keys);
+    out = '{';
+    let first = true;
+    for (const key of keys) {
+      const v = obj[key];
+      if (omitted(v)) continue;
+      if (!first) out += ',';
+      first = false;
+      out += quote(key) + ':' + write(v, ancestors);
+    }
+    out += '}';
+  }
+  ancestors.pop();
+  return out;
+}
+
+/**
+ * RFC 8785 canonical form of a JSON value; undefined for a value with no JSON form at the top
+ * (undefined, a symbol, a function), like JSON.stringify.
+ */
+export function jcs(value: unknown): string | undefined {
+  if (omitted(value)) return undefined;
+  return write(value, []);
+}

@@ -1,0 +1,79 @@
+import canonicalize from 'canonicalize';
+import { describe, expect, it } from 'vitest';
+import { jcs } from '../src/jcs.js';
+
+/** A deterministic generator (mulberry32), so a failure names a reproducible seed. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const ALPHABET = ['a', 'b', 'Z', '0', '1', ' ', '"', '\\', '/', '\n', '\t', '\u0000', '\u001f', '\u007f', 'ü', '€', '\ufb33', '\ud83d\ude00', '\u2028', 'key', '_', '-'];
+
+function value(r: () => number, depth: number): unknown {
+  const pick = r();
+  const str = () => Array.from({ length: Math.floor(r() * 6) }, () => ALPHABET[Math.floor(r() * ALPHABET.length)]).join('');
+  if (depth <= 0 || pick < 0.35) {
+    const k = Math.floor(r() * 9);
+    switch (k) {
+      case 0:
+        return null;
+      case 1:
+        return r() < 0.5;
+      case 2:
+        return Math.floor((r() - 0.5) * 1e6);
+      case 3:
+        return (r() - 0.5) * 10 ** Math.floor((r() - 0.5) * 60);
+      case 4:
+        return [0, -0, 1e21, 1e-7, 4.5, 2e-3, 9007199254740992, Number('333333333.33333329')][Math.floor(r() * 8)];
+      default:
+        return str();
+    }
+  }
+  if (pick < 0.6) return Array.from({ length: Math.floor(r() * 5) }, () => (r() < 0.05 ? undefined : value(r, depth - 1)));
+  const o: Record<string, unknown> = {};
+  const n = Math.floor(r() * 6);
+  for (let i = 0; i < n; i++) o[str()] = r() < 0.05 ? undefined : value(r, depth - 1);
+  if (r() < 0.1) o.when = new Date(Math.floor(r() * 2e12));
+  return o;
+}
+
+describe('jcs (the canonicalJson engine)', () => {
+  it('writes exactly what the canonicalize package writes, on generated documents', () => {
+    for (let seed = 1; seed <= 3000; seed++) {
+      const doc = value(rng(seed), 5);
+      expect(jcs(doc), `seed ${seed}`).toBe(canonicalize(doc));
+    }
+  });
+
+  it('agrees on documents whose keys are already in canonical order and on ones that are not', () => {
+    const sorted = { a: 1, b: { c: [1, { d: null, e: 'x' }] }, z: true };
+    const unsorted = { z: true, b: { c: [1, { e: 'x', d: null }] }, a: 1 };
+    expect(jcs(sorted)).toBe(canonicalize(sorted));
+    expect(jcs(unsorted)).toBe(canonicalize(unsorted));
+    expect(jcs(unsorted)).toBe(jcs(sorted));
+  });
+
+  it('refuses what JSON cannot carry, and circular references', () => {
+    const loop: Record<string, unknown> = { a: 1 };
+    loop.self = { back: loop };
+    expect(() => jcs(loop)).toThrow(/Circular/);
+    expect(() => jcs({ s: 'x\udc00' })).toThrow(/surrogate/);
+    expect(() => jcs({ ['\ud800']: 1 })).toThrow(/surrogate/);
+    expect(() => jcs([Number.NaN])).toThrow();
+    expect(() => jcs({ n: Number.NEGATIVE_INFINITY })).toThrow();
+    expect(() => jcs(10n)).toThrow();
+    expect(jcs(undefined)).toBeUndefined();
+  });
+
+  it('shares an object that appears twice without calling it circular', () => {
+    const shared = { x: 1 };
+    expect(jcs({ a: shared, b: [shared, shared] })).toBe('{"a":{"x":1},"b":[{"x":1},{"x":1}]}');
+  });
+});

@@ -1,0 +1,58 @@
+/**
+ * The inbox of SEVERAL deliveries in one unit of work (the consumer's batched mode): one
+ * statement records every delivery of the batch, and one statement sets the disposition of the
+ * ones their handlers ignored. Each delivery's handler runs in the same transaction, so inbox
+ * rows, state changes and outbox rows of the whole batch commit together or not at all.
+ *
+ * The insert carries inline literals — every value has a closed, validated shape (uuid, sha256
+ * digest, our own service and type names), exactly as `insertInbox` renders a single one — so
+ * the store sends it in the same round trip as BEGIN. A delivery whose values do not all have
+ * those shapes is not batched (`inlinable` says so); nothing free-form is ever inlined.
+ */
+import type { InboxDisposition } from '@everdict/contracts';
+import type { UnitOfWork } from './unitOfWork.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const HASH = /^sha256:[0-9a-f]{64}$/;
+const NAME = /^[a-z][a-z0-9._-]{0,99}$/;
+
+export interface InboxBatchItem {
+  readonly messageId: string;
+  readonly payloadHash: string;
+  readonly type: string;
+}
+
+/** Whether a delivery's inbox row can be written by `recordInboxBatch` (closed-shape values only). */
+export function inlinable(consumer: string, item: InboxBatchItem): boolean {
+  return NAME.test(consumer) && UUID.test(item.messageId) && HASH.test(item.payloadHash) && NAME.test(item.type);
+}
+
+/**
+ * Inserts the inbox rows of `items` (distinct message ids, all `inlinable`) with disposition
+ * 'applied'; returns the ids that are NEW. An id already recorded (a redelivery, or a different
+ * payload under a known id) is not inserted: the caller settles it alone, after this unit of
+ * work, through `UnitOfWork.checkInbox`, which tells a duplicate from a conflict. A concurrent
+ * unit of work recording the same id makes this statement wait for it, as the single insert does.
+ */
+export async function recordInboxBatch(uow: UnitOfWork, consumer: string, items: readonly InboxBatchItem[]): Promise<Set<string>> {
+  if (items.length === 0) return new Set();
+  for (const it of items) if (!inlinable(consumer, it)) throw new Error(`inbox row of ${it.messageId} cannot be batched`);
+  const rows = items.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(',\n                    ');
+  const { rows: fresh } = await uow.query<{ message_id: string }>({
+    text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+             VALUES ${rows}
+             ON CONFLICT (consumer, message_id) DO NOTHING
+             RETURNING message_id`,
+  });
+  return new Set(fresh.map((r) => r.message_id));
+}
+
+/** Sets the disposition of several inbox rows of `consumer` (e.g. the ones handlers ignored). */
+export async function setInboxDispositions(uow: UnitOfWork, consumer: string, messageIds: readonly string[], disposition: InboxDisposition): Promise<void> {
+  if (messageIds.length === 0) return;
+  await uow.query({
+    name: 'ev_set_inbox_dispositions',
+    text: 'UPDATE inbox_messages SET disposition = $3::text WHERE consumer = $1::text AND message_id = ANY($2::uuid[])',
+    values: [consumer, messageIds, disposition],
+  });
+}
