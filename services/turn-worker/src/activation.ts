@@ -25,6 +25,7 @@ import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
 import { durableTurn, parkWithoutTurn } from './turn.js';
 import type { TaskRun, TurnEnv } from './turn.js';
+import type { AgentView, Catalog } from './catalog.js';
 import { changedVersions, decideVersions, versionsHash } from './versions.js';
 import type { Versions } from './versions.js';
 
@@ -45,21 +46,34 @@ export function objectiveText(objective: unknown): string {
   return typeof text === 'string' ? text : canonicalJson(objective ?? {});
 }
 
-interface PinnedContext {
+export interface PinnedContext {
   envelope: ExecutionEnvelope;
   mode: ExecutionMode | null;
   depth: number;
   tools: string[] | null;
 }
 
-function freshContext(env: ActivationEnv, task: GraphTaskRow, caseType: string): PinnedContext {
+/** The execution context of a task that has no checkpoint yet (a root's from its case type). */
+export function freshContext(catalog: Pick<Catalog, 'rootContext'>, task: GraphTaskRow, caseType: string): PinnedContext {
   if (task.parent_id !== null) {
     const c = (task.context ?? {}) as { envelope?: ExecutionEnvelope; mode?: ExecutionMode | null; tools?: string[] };
     if (!c.envelope) throw new RestoreFailure('invalid_state', `child task ${task.id} has no execution context`, { taskId: task.id });
     return { envelope: c.envelope, mode: c.mode ?? null, depth: task.depth, tools: c.tools ?? [] };
   }
-  const root = env.catalog.rootContext(caseType);
+  const root = catalog.rootContext(caseType);
   return { envelope: root.envelope, mode: root.mode, depth: 0, tools: null };
+}
+
+/** What the kernel runs a task's turns under: its profile's prompt and its pinned context. */
+export function runContextOf(taskId: string, view: AgentView, context: PinnedContext): RunContext {
+  return {
+    taskId,
+    systemPrompt: view.profile.prompt,
+    envelope: context.envelope,
+    ...(context.mode ? { mode: context.mode } : {}),
+    depth: context.depth,
+    ...(view.profile.maxOutputTokens ? { maxOutputTokens: view.profile.maxOutputTokens } : {}),
+  };
 }
 
 /** Restores a claimed task, or parks it (restore failure, version decision) and returns null. */
@@ -86,7 +100,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
       context = { envelope: rest.context.envelope as ExecutionEnvelope, mode: (rest.context.mode as ExecutionMode | null) ?? null, depth: rest.context.depth, tools: rest.context.tools };
       checkpointed = true;
     } else {
-      context = freshContext(env, task, point.caseType);
+      context = freshContext(env.catalog, task, point.caseType);
       run = initialRunState(task.id, objectiveText(task.objective));
     }
   } catch (err) {
@@ -147,14 +161,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     versions: view.versions,
     context: { envelope: context.envelope as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], depth: context.depth, tools: context.tools },
   };
-  const runCtx: RunContext = {
-    taskId: task.id,
-    systemPrompt: view.profile.prompt,
-    envelope: context.envelope,
-    ...(context.mode ? { mode: context.mode } : {}),
-    depth: context.depth,
-    ...(view.profile.maxOutputTokens ? { maxOutputTokens: view.profile.maxOutputTokens } : {}),
-  };
+  const runCtx = runContextOf(task.id, view, context);
   return {
     task,
     token,

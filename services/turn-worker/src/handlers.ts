@@ -40,6 +40,11 @@ export interface HandlerEnv {
   /** Claims made by a delivery's unit of work, by message id; started once it committed. */
   readonly claims: Map<string, Claim>;
   readonly logger: Logger;
+  /**
+   * Writes a freshly opened task's first model intent in the claim's unit of work (so its first
+   * turn costs the same commits as every other turn). Absent: the first turn writes it.
+   */
+  readonly firstIntent?: (uow: UnitOfWork, claim: Claim) => Promise<unknown>;
 }
 
 /** A plan revision that arrived before the one it builds on: retried, then dead-lettered. */
@@ -75,7 +80,9 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const runnable: MessageHandler<Of<'task.runnable'>> = async (e, uow) => {
     const claim = await claimTaskInUnit(uow, e.payload.taskId, env.owner, env.leaseTtlMs());
     if (!claim.claimed) return 'ignored';
-    env.claims.set(e.id, { token: claim.token, task: claim.task });
+    const held = { token: claim.token, task: claim.task };
+    if (e.payload.reason === 'opened') await env.firstIntent?.(uow, held);
+    env.claims.set(e.id, held);
     return 'applied';
   };
 

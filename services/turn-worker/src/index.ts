@@ -11,6 +11,7 @@ export * from './controlHandlers.js';
 export * from './crashpoints.js';
 export * from './decisions.js';
 export * from './envelopes.js';
+export * from './firstIntent.js';
 export * from './handlers.js';
 export * from './leases.js';
 export * from './metrics.js';

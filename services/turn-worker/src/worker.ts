@@ -30,6 +30,7 @@ import type { Catalog } from './catalog.js';
 import type { CrashPoints } from './crashpoints.js';
 import { sendRunnable } from './envelopes.js';
 import { turnWorkerHandlers } from './handlers.js';
+import { prewriteFirstIntent } from './firstIntent.js';
 import { LeaseKeeper } from './leases.js';
 import type { TurnMetrics } from './metrics.js';
 import { Sweeper } from './sweeper.js';
@@ -131,7 +132,16 @@ export class TurnWorker {
       store: this.opts.store,
       transport: this.gated(this.opts.transport),
       service: SERVICE,
-      handlers: this.claimAfterCommit(turnWorkerHandlers({ owner: this.owner, leaseTtlMs: () => this.opts.catalog.settings.leaseTtlMs, claims: this.tentative, logger: this.opts.logger })),
+      handlers: this.claimAfterCommit(
+        turnWorkerHandlers({
+          owner: this.owner,
+          leaseTtlMs: () => this.opts.catalog.settings.leaseTtlMs,
+          claims: this.tentative,
+          logger: this.opts.logger,
+          // A fresh task's first model intent is written with its claim (one commit fewer).
+          firstIntent: (uow, claim) => prewriteFirstIntent(this.opts.catalog, uow, claim),
+        }),
+      ),
       prefetch: this.opts.catalog.settings.prefetch,
       batchSize: this.opts.catalog.settings.inboxBatchSize,
       logger: this.opts.logger,
