@@ -4,21 +4,21 @@
  * copies and order, a known id is a duplicate and a different hash under it a refusal, a failing
  * handler sinks only its own delivery (the batch is rolled back and every delivery processed
  * again alone), and `ctx.afterCommit` runs once per delivery whose unit of work committed, never
- * for a rolled-back attempt. Real Postgres; in-process transport and RabbitMQ.
+ * for a rolled-back attempt. Real Postgres, in-process transport; the same redelivery storm through
+ * RabbitMQ, batched and not, is in storm.int.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadHash } from '@everdict/contracts';
 import type { AnyEnvelope } from '@everdict/contracts';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { eventually, freshDatabase } from '@everdict/testkit';
-import { InboxConsumer, startInboxConsumer } from '../src/consumer.js';
+import { freshDatabase } from '@everdict/testkit';
+import { InboxConsumer } from '../src/consumer.js';
 import type { MessageHandler } from '../src/consumer.js';
 import { InProcessTransport } from '../src/inprocess.js';
 import { deadLetterQueue, deliveryLimit, loadTopology } from '../src/topology.js';
 import { publishEnvelope } from '../src/transport.js';
-import type { BusFixture } from './helpers.js';
-import { busFixture, countRows, countingMetrics, handlersFor, recordEffect, runnable, shuffle } from './helpers.js';
+import { countRows, countingMetrics, handlersFor, recordEffect, runnable, shuffle } from './helpers.js';
 
 /** Store metrics that count committed and rolled-back units of work. */
 function countingStoreMetrics() {
@@ -134,48 +134,5 @@ describe('batched inbox consumer (in-process transport)', () => {
     expect(await countRows(db, 'SELECT count(*) AS n FROM effects')).toBe(2);
     await consumer.stop();
     await transport.close();
-  });
-});
-
-describe('batched inbox consumer through RabbitMQ', () => {
-  let fx: BusFixture;
-  let consumer: InboxConsumer | undefined;
-
-  beforeAll(async () => {
-    fx = await busFixture('bus batch storm');
-  });
-  afterAll(async () => {
-    await consumer?.stop();
-    await fx.close();
-  });
-
-  it('applies each of 1,000 distinct messages exactly once whatever the copies and order', async () => {
-    const metrics = countingMetrics();
-    const transport = await fx.transport('batch-storm');
-    const messages = Array.from({ length: 1000 }, () => runnable());
-    const copies = messages.map((_, i) => 1 + ((i * 3) % 4));
-    const publishes = shuffle(messages.flatMap((m, i) => Array.from({ length: copies[i]! }, () => m)), 11);
-    const total = publishes.length;
-    consumer = await startInboxConsumer({
-      store: fx.store,
-      transport,
-      service: 'turn-worker',
-      prefetch: 128,
-      batchSize: 64,
-      metrics,
-      handlers: handlersFor(fx.topology, 'turn-worker', async (env, uow) => {
-        await recordEffect(env, uow);
-      }),
-    });
-    await Promise.all(publishes.map((m) => publishEnvelope(transport, m)));
-    await eventually(() => metrics.get('consumed:applied') + metrics.get('consumed:duplicate') >= total, { timeoutMs: 40_000, what: 'all deliveries consumed' });
-
-    const { rows } = await fx.db.query<{ message_id: string }>({ text: 'SELECT message_id FROM effects' });
-    expect(rows).toHaveLength(1000);
-    expect(new Set(rows.map((r) => r.message_id))).toEqual(new Set(messages.map((m) => m.id)));
-    expect(metrics.get('consumed:applied')).toBe(1000);
-    expect(metrics.get('duplicate')).toBe(total - 1000);
-    expect(metrics.get('consumed:failed')).toBe(0);
-    expect(await countRows(fx.db, 'SELECT count(*) AS n FROM dead_letters')).toBe(0);
   });
 });

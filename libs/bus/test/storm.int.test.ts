@@ -1,7 +1,7 @@
 /**
  * Redelivery storm (issue 2 acceptance): 1,000 distinct messages, each published 1–5 times in
  * shuffled order through the real broker. The handler's effect rows must be exactly the 1,000
- * distinct messages, and every extra copy is counted as a duplicate.
+ * distinct messages, and every extra copy is counted as a duplicate — with and without batching.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@everdict/testkit';
@@ -11,12 +11,17 @@ import { publishEnvelope } from '../src/transport.js';
 import type { BusFixture } from './helpers.js';
 import { busFixture, countRows, countingMetrics, handlersFor, recordEffect, runnable, shuffle } from './helpers.js';
 
-describe('redelivery storm through RabbitMQ', () => {
+// The same storm for the consumer as every service runs it (one delivery per unit of work) and as
+// the turn-worker runs it (ready deliveries batched into one unit of work).
+describe.each([
+  { mode: 'one delivery per unit of work', label: 'storm', prefetch: 64, batchSize: undefined, seed: undefined },
+  { mode: 'batched deliveries', label: 'batch-storm', prefetch: 128, batchSize: 64, seed: 11 },
+])('redelivery storm through RabbitMQ ($mode)', ({ label, prefetch, batchSize, seed }) => {
   let fx: BusFixture;
   let consumer: InboxConsumer | undefined;
 
   beforeAll(async () => {
-    fx = await busFixture('bus storm');
+    fx = await busFixture(`bus ${label}`);
   });
   afterAll(async () => {
     await consumer?.stop();
@@ -25,10 +30,13 @@ describe('redelivery storm through RabbitMQ', () => {
 
   it('applies each of 1,000 distinct messages exactly once whatever the copies and order', async () => {
     const metrics = countingMetrics();
-    const transport = await fx.transport('storm');
+    const transport = await fx.transport(label);
     const messages = Array.from({ length: 1000 }, () => runnable());
     const copies = messages.map((_, i) => 1 + ((i * 7) % 5)); // 1..5 copies each
-    const publishes = shuffle(messages.flatMap((m, i) => Array.from({ length: copies[i]! }, () => m)));
+    const publishes = shuffle(
+      messages.flatMap((m, i) => Array.from({ length: copies[i]! }, () => m)),
+      seed,
+    );
     const total = publishes.length;
     expect(total).toBeGreaterThan(2500);
 
@@ -36,7 +44,8 @@ describe('redelivery storm through RabbitMQ', () => {
       store: fx.store,
       transport,
       service: 'turn-worker',
-      prefetch: 64,
+      prefetch,
+      ...(batchSize === undefined ? {} : { batchSize }),
       metrics,
       handlers: handlersFor(fx.topology, 'turn-worker', async (env, uow) => {
         await recordEffect(env, uow);
