@@ -194,6 +194,7 @@ describe('MailboxMonitor configuration', () => {
     expect(refusedPath({ port: 0 })).toBe('port');
     expect(refusedPath({ account: ' ' })).toBe('account');
     expect(refusedPath({ pollIntervalMs: 0 })).toBe('pollIntervalMs');
+    expect(refusedPath({ reselectMs: -1 })).toBe('reselectMs');
     expect(refusedPath({})).toBe('accepted');
     expect(new MailboxMonitor({ ...base, mailbox: 'Support/Inbound' }).key).toBe('support@example.com/Support%2FInbound');
   });

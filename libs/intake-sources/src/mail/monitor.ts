@@ -99,6 +99,14 @@ export interface MailboxMonitorOptions {
   pollIntervalMs?: number;
   /** IDLE is re-issued after this long even without news (RFC 2177 asks for < 29 min), ms. Default 240000. */
   idleRestartMs?: number;
+  /**
+   * The mailbox is SELECTed again after this long, at the end of the wait in progress, ms.
+   * Default 1800000 (30 min). A mailbox deleted and rebuilt under a live session (a migration)
+   * can leave the server answering that session from the old, vanished mailbox (Dovecot then
+   * answers every command OK with an untagged "NO Internal error"), and STATUS on the selected
+   * mailbox reports the same stale view; only a new SELECT sees the new UIDVALIDITY.
+   */
+  reselectMs?: number;
   /** A never-seen mailbox: ingest only new mail (`new`) or also what is already there (`all`). Default `new`. */
   startAt?: StartAt;
   /** Slack before the watermark when re-scanning after a re-baseline (IMAP SINCE has day granularity), ms. Default 86400000. */
@@ -167,6 +175,7 @@ function resolveOptions(o: MailboxMonitorOptions): ResolvedOptions {
     wait: o.wait ?? 'auto',
     pollIntervalMs: positive('pollIntervalMs', o.pollIntervalMs, 60_000),
     idleRestartMs: positive('idleRestartMs', o.idleRestartMs, 240_000),
+    reselectMs: positive('reselectMs', o.reselectMs, 1_800_000),
     startAt: o.startAt ?? 'new',
     rescanMarginMs: o.rescanMarginMs ?? 86_400_000,
     maxMessageBytes: positive('maxMessageBytes', o.maxMessageBytes, 25 * 1024 * 1024),
@@ -285,6 +294,8 @@ export class MailboxMonitor {
       await client.connect();
       if (this.stopping) return;
       const opened = await client.mailboxOpen(this.o.mailbox, { readOnly: true });
+      // Monotonic: the injectable clock stamps mail, it does not pace the session.
+      let selectedAt = performance.now();
       let cursor = await this.resume(selectedOf(opened));
       const idle = this.o.wait === 'idle' || (this.o.wait === 'auto' && client.capabilities.has('IDLE'));
       onSelected();
@@ -298,6 +309,11 @@ export class MailboxMonitor {
         if (this.stopping) return;
         await this.waitForNews(client, idle, closed);
         if (this.stopping) return;
+        if (performance.now() - selectedAt >= this.o.reselectMs) {
+          // The loop's first check compares the UIDVALIDITY this SELECT reports with the cursor's.
+          await client.mailboxOpen(this.o.mailbox, { readOnly: true });
+          selectedAt = performance.now();
+        }
       }
     } finally {
       this.client = null;
