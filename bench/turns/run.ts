@@ -197,7 +197,7 @@ function benchConfig(dir: string, opts: { toolDelayMs: number; maxActiveTasks: n
     tools: { read: { builtin: 'static', description: 'Read a page.', output: 'r'.repeat(200), delayMs: opts.toolDelayMs } },
     profiles: { agent: { version: '1', route: 'stub', prompt: 'You are a benchmark agent.', tools: ['read'] } },
     caseTypes: { bench: { rootProfile: 'agent', scope: { reads: 'all', writes: [], forbidden: [] } } },
-    runtime: { leaseTtlMs: 30_000, maxActiveTasks: opts.maxActiveTasks, prefetch: 256, turnsPerActivation: 50, sweepIntervalMs: 1000, dbPoolSize: 24 },
+    runtime: { leaseTtlMs: 30_000, maxActiveTasks: opts.maxActiveTasks, prefetch: 256, turnsPerActivation: 50, sweepIntervalMs: 1000, dbPoolSize: 4 },
   };
 }
 

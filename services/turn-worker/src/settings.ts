@@ -18,7 +18,13 @@ export interface RuntimeSettings {
   /** provider_down backoff: initial (default 1000 ms), doubling up to max (default 300 000 ms). */
   readonly providerBackoff: { readonly initial: number; readonly max: number };
   readonly versionPolicy: VersionPolicy;
-  /** Postgres pool size (default 20). */
+  /**
+   * Postgres pool size (default 4). The hot path is group-committed over at most 2 connections and
+   * no connection is held across a model call, so the rest serve claims, restores and parks. A
+   * small pool keeps the server's active backends near its cores: on the 2-core bench machine,
+   * 24 → 4 raised peak turns/s by 20–40% and cut server CPU per turn by ~40% (lock and
+   * scheduler contention among backends), while queueing a restore in the pool costs microseconds.
+   */
   readonly dbPoolSize: number;
   /**
    * Deliveries that share one inbox unit of work (not in the fleet config; 64): the claims
@@ -37,7 +43,7 @@ export function runtimeSettings(config: FleetConfig): RuntimeSettings {
     sweepIntervalMs: r.sweepIntervalMs ?? 1_000,
     providerBackoff: { initial: r.providerBackoffMs?.initial ?? 1_000, max: r.providerBackoffMs?.max ?? 300_000 },
     versionPolicy: { ...DEFAULT_VERSION_POLICY, ...(r.versionPolicy ?? {}) },
-    dbPoolSize: r.dbPoolSize ?? 20,
+    dbPoolSize: r.dbPoolSize ?? 4,
     inboxBatchSize: 64,
   };
 }

@@ -243,7 +243,7 @@ export interface FleetRuntime {
   providerBackoffMs?: FleetBackoff;
   versionPolicy?: FleetVersionPolicy;
   /**
-   * Postgres connections per turn-worker (default 20).
+   * Postgres connections per turn-worker (default 4: the hot path is group-committed over 2; more backends than the server has cores contend).
    */
   dbPoolSize?: number;
 }
