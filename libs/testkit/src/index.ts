@@ -1,8 +1,9 @@
 /**
  * Test support shared by every package's integration tests (DESIGN §8): each test file gets
  * its own Postgres database and its own RabbitMQ name prefix, so two runs never collide.
- * Databases are kept after the run for inspection and dropped at the start of the next run
- * with the same name.
+ * Names carry the creating process id and a random suffix, so they never repeat: a test that
+ * does not call `drop()` leaves its database for inspection (`ev_<test>_<pid>_<hex>`), and
+ * nothing removes it later — drop those by hand when done with them.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
