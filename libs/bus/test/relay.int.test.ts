@@ -17,6 +17,7 @@ import { busFixture, closeBrokerConnections, countRows, countingMetrics, recordi
 
 const TOTAL = 5000;
 const PER_COMMIT = 100;
+const AFTER_CUT = 1000;
 
 describe('outbox relay through a forced disconnect', () => {
   let fx: BusFixture;
@@ -52,9 +53,15 @@ describe('outbox relay through a forced disconnect', () => {
     relay = await startOutboxRelay({ store: fx.store, transport: relayTransport, batchSize: 200, pollMs: 200, metrics: relayMetrics, logger: relayLog });
 
     // Producers commit outbox rows steadily, so the relay is mid-stream when the broker cuts it off.
+    // The last AFTER_CUT rows wait for the cut: rabbitmqctl takes seconds to start, and on a busy
+    // machine the producer could otherwise finish (and the relay drain) before the cut lands,
+    // leaving nothing to publish across the reconnection.
+    let cutDone!: () => void;
+    const cut = new Promise<void>((r) => (cutDone = r));
     const ids: string[] = [];
     const producing = (async () => {
       for (let done = 0; done < TOTAL; done += PER_COMMIT) {
+        if (done === TOTAL - AFTER_CUT) await cut;
         await fx.store.unitOfWork(async (uow) => {
           for (let i = 0; i < PER_COMMIT; i++) {
             const env = runnable();
@@ -67,7 +74,7 @@ describe('outbox relay through a forced disconnect', () => {
     })();
 
     await eventually(async () => (await countRows(fx.db, 'SELECT count(*) AS n FROM outbox_messages WHERE published_at IS NOT NULL')) >= 500, { what: 'relay under way' });
-    const closed = await closeBrokerConnections(fx.prefix);
+    const closed = await closeBrokerConnections(fx.prefix).finally(cutDone);
     expect(closed).toBe(2);
     const publishedAtCut = await countRows(fx.db, 'SELECT count(*) AS n FROM outbox_messages WHERE published_at IS NOT NULL');
     expect(publishedAtCut).toBeLessThan(TOTAL);
