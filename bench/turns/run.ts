@@ -17,7 +17,8 @@
  * The bench shares the machine with what it measures, so it keeps out of the way: an arriving
  * agent (half phase) is one statement, worker RSS is read from /proc, /metrics is scraped once a
  * second. Profiling: BENCH_NODE_ARGS replaces the workers' node flags (e.g. add --cpu-prof
- * --cpu-prof-dir=DIR), BENCH_WORKER_LOG=<prefix> keeps each worker's output (e.g. --trace-gc).
+ * --cpu-prof-dir=DIR), BENCH_WORKER_LOG=<prefix> keeps each worker's output (e.g. --trace-gc),
+ * BENCH_KEEP_DB=1 keeps each phase's database (to look at its rows and plans afterwards).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
@@ -180,6 +181,7 @@ async function environment(tag: string, config: (dir: string) => FleetConfig): P
       const ch = await conn.createChannel();
       await deleteTopology(ch, loadTopology({ prefix })).catch(() => {});
       await conn.close();
+      if (process.env.BENCH_KEEP_DB === '1') return console.error(`kept database ${dbName}`);
       const a = new pg.Client({ connectionString: DATABASE_URL });
       await a.connect();
       await a.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
