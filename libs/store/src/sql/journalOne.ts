@@ -9,10 +9,10 @@
  * whenever the planner judges the table small, and a cached generic plan keeps that judgement
  * as the table grows), whereas here every row the statement reads is found by a parameter
  * equal to a unique key — the fenced task by id, the settled call by id — which the planner
- * serves with an index probe at any table size. Measured with a turn's two writes (response +
- * tool intent; outcome + checkpoint + next intent + ledger record) against 1,000 tasks, one
- * statement at a time: 0.47–0.54 ms of server CPU per statement, against 0.74–0.96 ms for the
- * batch statement carrying the same single write.
+ * serves with an index probe at any table size. `npm run bench:journal` (a turn's two writes
+ * against 1,000 tasks, one statement at a time): 0.54–0.60 ms of server CPU per statement,
+ * against 0.82–1.00 ms for the batch statement carrying the same single write (and 0.36–0.39 ms
+ * per write when the batch statement carries four: batching still wins when there is a batch).
  *
  * Only a write with at most one call outcome goes this way (an UPDATE joined to a list of ids
  * would bring the size-dependent join back); any other is written by `writeJournals`.

@@ -1,0 +1,164 @@
+/**
+ * `npm run bench:journal` — what one journal statement costs the Postgres server (not a test).
+ *
+ * A turn writes twice: C2 (the model's response completing its intent + a tool intent) and C3
+ * (the tool's outcome + the state paper + checkpoint + the next model intent + a ledger record),
+ * with the paper sizes of the turn benchmark's agents. This writes TURNS such turns for each of
+ * TASKS claimed tasks, one statement at a time on one connection, in each form:
+ *
+ *   one     `writeJournal`: one task's write with plain parameters (what a group commit of one sends)
+ *   batch   `writeJournals`: the JSON batch statement, BATCH task writes per statement
+ *
+ * and prints per form: server CPU per statement and per task write (the backend's utime+stime
+ * from /proc, so the server must be local), wall time per statement and its p50/p99. Forms
+ * alternate for ROUNDS rounds on fresh databases (this machine's speed drifts; compare within
+ * a round).
+ *
+ * Env: TASKS (1000), TURNS (3), BATCH (comma list, default "1,4"), ROUNDS (2), TEST_DATABASE_URL.
+ */
+import { readFileSync } from 'node:fs';
+import { newId } from '@everdict/contracts';
+import { freshDatabase } from '@everdict/testkit';
+import { chainAfter, journalItem, newPaper } from '../src/journal.js';
+import type { LedgerHead, TurnWrite } from '../src/journal.js';
+import { migrate } from '../src/migrate.js';
+import { createPgDb } from '../src/pg.js';
+import { writeJournals } from '../src/sql/journal.js';
+import type { JournalWriteItem, JournalWriteResult } from '../src/sql/journal.js';
+import { writeJournal } from '../src/sql/journalOne.js';
+import { Store } from '../src/store.js';
+import type { FenceToken } from '../src/unitOfWork.js';
+
+const TASKS = Number(process.env.TASKS ?? 1000);
+const TURNS = Number(process.env.TURNS ?? 3);
+const BATCHES = (process.env.BATCH ?? '1,4').split(',').map(Number).filter((n) => n > 0);
+const ROUNDS = Number(process.env.ROUNDS ?? 2);
+
+interface Task {
+  caseId: string;
+  token: FenceToken;
+  head: LedgerHead | null;
+  modelCall: string;
+  toolCall: string;
+}
+
+/** JSON-ish bytes of `n` bytes (compressible like a conversation, not like noise). */
+function bytes(n: number): Buffer {
+  let s = '{"messages":[';
+  for (let i = 0; s.length < n; i++) s += `{"role":"user","content":"message ${i} ${newId()}"},`;
+  return Buffer.from(s.slice(0, n));
+}
+
+const paper = (name: string, size: number) => newPaper({ kind: 'artefact', name: `${name}/${newId()}`, schemaId: 'everdict/bench.v1', bytes: bytes(size) });
+
+function c2(t: Task, turn: number): TurnWrite {
+  const response = paper('response', 260);
+  const toolRequest = paper('tool', 38);
+  t.toolCall = newId();
+  return {
+    papers: [response, toolRequest],
+    completions: [{ id: t.modelCall, status: 'completed', responsePaperId: response.id, responseHash: response.contentHash, route: 'main', outcomeClass: null }],
+    intents: [{ id: t.toolCall, turn, ordinal: 1, kind: 'read', toolName: 'read', requestPaperId: toolRequest.id, requestHash: toolRequest.contentHash, route: null, versions: { runtime: '1' } }],
+    checkpoint: null,
+    ledger: null,
+  };
+}
+
+function c3(t: Task, turn: number): TurnWrite {
+  const result = paper('result', 278);
+  const state = paper('state', 2500);
+  const next = paper('request', 5000);
+  t.modelCall = newId();
+  return {
+    papers: [result, state, next],
+    completions: [{ id: t.toolCall, status: 'completed', responsePaperId: result.id, responseHash: result.contentHash, route: null, outcomeClass: null }],
+    intents: [{ id: t.modelCall, turn: turn + 1, ordinal: 0, kind: 'model', toolName: null, requestPaperId: next.id, requestHash: next.contentHash, route: 'main', versions: { runtime: '1' } }],
+    checkpoint: { turn: turn + 1, statePaperId: state.id, stateHash: state.contentHash, contextHash: null, versions: { runtime: '1' } },
+    ledger: { kind: 'turn.committed', body: { turn } },
+  };
+}
+
+async function round(form: 'one' | 'batch', batch: number): Promise<Record<string, unknown>> {
+  const info = await freshDatabase(`bench_journal_${form}_${batch}`);
+  const db = createPgDb(info.url, { max: 1 });
+  await migrate(db);
+  const store = new Store(db);
+  const tasks: Task[] = [];
+  for (let i = 0; i < TASKS; i++) {
+    const { caseId, taskId } = await store.unitOfWork(async (uow) => {
+      const opened = await uow.openCase({ caseType: 'bench', originKey: `bench-${newId()}`, customer: 'bench' });
+      return { caseId: opened.caseId, taskId: await uow.createTask({ caseId: opened.caseId, profile: 'agent' }) };
+    });
+    const claimed = await store.claimTask(taskId, 'bench', { ttlMs: 600_000 });
+    if (!claimed.claimed) throw new Error(`claim failed: ${claimed.reason}`);
+    tasks.push({ caseId, token: claimed.token, head: { seq: 0, hash: 'genesis' }, modelCall: newId(), toolCall: '' });
+  }
+  // Each task's first model intent, as the claim's first commit writes it.
+  for (const t of tasks) {
+    const request = paper('request', 5000);
+    const w: TurnWrite = {
+      papers: [request],
+      completions: [],
+      intents: [{ id: t.modelCall, turn: 0, ordinal: 0, kind: 'model', toolName: null, requestPaperId: request.id, requestHash: request.contentHash, route: 'main', versions: {} }],
+      checkpoint: null,
+      ledger: null,
+    };
+    await db.query(writeJournals([journalItem(t.token, t.caseId, w, null)]));
+  }
+  const { rows } = await db.query<{ pid: number }>({ text: 'SELECT pg_backend_pid() AS pid' });
+  const pid = rows[0]!.pid;
+  const cpuMs = () => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // clock ticks (USER_HZ = 100)
+  };
+
+  const lat: number[] = [];
+  let writes = 0;
+  const cpu0 = cpuMs();
+  const t0 = performance.now();
+  for (let turn = 0; turn < TURNS; turn++) {
+    for (const step of [c2, c3]) {
+      for (let i = 0; i < tasks.length; i += batch) {
+        const group = tasks.slice(i, i + batch);
+        const items: JournalWriteItem[] = group.map((t) => {
+          const w = step(t, turn);
+          const chained = w.ledger === null ? null : chainAfter(t.caseId, t.head, w.ledger);
+          if (chained) t.head = { seq: chained.seq, hash: chained.hash };
+          return journalItem(t.token, t.caseId, w, chained);
+        });
+        const sql = form === 'one' ? writeJournal(items[0]!) : writeJournals(items);
+        if (sql === null) throw new Error('no one-task statement for this write');
+        const s = performance.now();
+        const r = await db.query<JournalWriteResult>(sql);
+        lat.push(performance.now() - s);
+        if (r.rows.some((x) => !x.applied)) throw new Error('a write was not applied');
+        writes += items.length;
+      }
+    }
+  }
+  const wall = performance.now() - t0;
+  const cpu = cpuMs() - cpu0;
+  await db.close();
+  await info.drop();
+  lat.sort((a, b) => a - b);
+  const at = (p: number) => +lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]!.toFixed(3);
+  return {
+    form,
+    batch: form === 'one' ? 1 : batch,
+    tasks: TASKS,
+    statements: lat.length,
+    server_cpu_ms_per_statement: +(cpu / lat.length).toFixed(3),
+    server_cpu_ms_per_write: +(cpu / writes).toFixed(3),
+    wall_ms_per_statement: +(wall / lat.length).toFixed(3),
+    p50_ms: at(0.5),
+    p99_ms: at(0.99),
+  };
+}
+
+for (let r = 1; r <= ROUNDS; r++) {
+  for (const batch of BATCHES) {
+    if (batch === 1) console.log(JSON.stringify({ round: r, ...(await round('one', 1)) }));
+    console.log(JSON.stringify({ round: r, ...(await round('batch', batch)) }));
+  }
+}
