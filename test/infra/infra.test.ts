@@ -337,9 +337,17 @@ describe('docker-compose.yml', () => {
       const s = services[n]!;
       expect(s.build?.dockerfile, n).toBe('infra/Dockerfile');
       expect(s.command, n).toEqual(['start', '--service', n]);
-      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_CONNECTORS', 'EVERDICT_DEMO_NOTES_DIR', 'LOG_LEVEL', 'PORT']);
+      const own = n === 'turn-worker' ? ['NODE_OPTIONS'] : [];
+      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_CONNECTORS', 'EVERDICT_DEMO_NOTES_DIR', 'LOG_LEVEL', 'PORT', ...own].sort());
       expect(s.healthcheck?.test).toEqual(['CMD', 'node', 'infra/healthcheck.mjs']);
     }
+  });
+
+  it('runs the turn-worker with the heap bounds bench:turns measures it with', () => {
+    const bench = readText('bench', 'turns', 'run.ts');
+    const measured = /BENCH_NODE_ARGS \?\? '([^']+)'/.exec(bench)?.[1];
+    expect(measured).toMatch(/--max-old-space-size=\d+/);
+    expect(services['turn-worker']!.environment!.NODE_OPTIONS).toBe(measured);
   });
 
   it('the services\' credentials match what Postgres and RabbitMQ are given', () => {
