@@ -1,18 +1,15 @@
 /**
- * `npm run bench:journal` — what one journal statement costs the Postgres server (not a test).
+ * `npm run bench:journal` — what one journal statement (`writeJournals`) costs the Postgres
+ * server (not a test).
  *
  * A turn writes twice: C2 (the model's response completing its intent + a tool intent) and C3
  * (the tool's outcome + the state paper + checkpoint + the next model intent + a ledger record),
  * with the paper sizes of the turn benchmark's agents. This writes TURNS such turns for each of
- * TASKS claimed tasks, one statement at a time on one connection, in each form:
- *
- *   one     `writeJournal`: one task's write with plain parameters (what a group commit of one sends)
- *   batch   `writeJournals`: the JSON batch statement, BATCH task writes per statement
- *
- * and prints per form: server CPU per statement and per task write (the backend's utime+stime
- * from /proc, so the server must be local), wall time per statement and its p50/p99. Forms
- * alternate for ROUNDS rounds on fresh databases (this machine's speed drifts; compare within
- * a round).
+ * TASKS claimed tasks, one statement at a time on one connection, BATCH task writes per
+ * statement (a group commit of that size), and prints per batch size: server CPU per statement
+ * and per task write (the backend's utime+stime from /proc, so the server must be local), wall
+ * time per statement and its p50/p99. Each run is on a fresh database; batch sizes alternate
+ * for ROUNDS rounds (this machine's speed drifts; compare within a round).
  *
  * Env: TASKS (1000), TURNS (3), BATCH (comma list, default "1,4"), ROUNDS (2), TEST_DATABASE_URL.
  */
@@ -25,7 +22,6 @@ import { migrate } from '../src/migrate.js';
 import { createPgDb } from '../src/pg.js';
 import { writeJournals } from '../src/sql/journal.js';
 import type { JournalWriteItem, JournalWriteResult } from '../src/sql/journal.js';
-import { writeJournal } from '../src/sql/journalOne.js';
 import { Store } from '../src/store.js';
 import type { FenceToken } from '../src/unitOfWork.js';
 
@@ -78,8 +74,8 @@ function c3(t: Task, turn: number): TurnWrite {
   };
 }
 
-async function round(form: 'one' | 'batch', batch: number): Promise<Record<string, unknown>> {
-  const info = await freshDatabase(`bench_journal_${form}_${batch}`);
+async function round(batch: number): Promise<Record<string, unknown>> {
+  const info = await freshDatabase(`bench_journal_${batch}`);
   const db = createPgDb(info.url, { max: 1 });
   await migrate(db);
   const store = new Store(db);
@@ -127,10 +123,8 @@ async function round(form: 'one' | 'batch', batch: number): Promise<Record<strin
           if (chained) t.head = { seq: chained.seq, hash: chained.hash };
           return journalItem(t.token, t.caseId, w, chained);
         });
-        const sql = form === 'one' ? writeJournal(items[0]!) : writeJournals(items);
-        if (sql === null) throw new Error('no one-task statement for this write');
         const s = performance.now();
-        const r = await db.query<JournalWriteResult>(sql);
+        const r = await db.query<JournalWriteResult>(writeJournals(items));
         lat.push(performance.now() - s);
         if (r.rows.some((x) => !x.applied)) throw new Error('a write was not applied');
         writes += items.length;
@@ -144,8 +138,7 @@ async function round(form: 'one' | 'batch', batch: number): Promise<Record<strin
   lat.sort((a, b) => a - b);
   const at = (p: number) => +lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]!.toFixed(3);
   return {
-    form,
-    batch: form === 'one' ? 1 : batch,
+    batch,
     tasks: TASKS,
     statements: lat.length,
     server_cpu_ms_per_statement: +(cpu / lat.length).toFixed(3),
@@ -157,8 +150,5 @@ async function round(form: 'one' | 'batch', batch: number): Promise<Record<strin
 }
 
 for (let r = 1; r <= ROUNDS; r++) {
-  for (const batch of BATCHES) {
-    if (batch === 1) console.log(JSON.stringify({ round: r, ...(await round('one', 1)) }));
-    console.log(JSON.stringify({ round: r, ...(await round('batch', batch)) }));
-  }
+  for (const batch of BATCHES) console.log(JSON.stringify({ round: r, ...(await round(batch)) }));
 }

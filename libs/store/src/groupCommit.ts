@@ -2,9 +2,7 @@
  * Group commit of turn writes. A turn-worker runs many tasks at once; their journal writes
  * (model intents, responses with tool intents, outcomes with checkpoints and ledger records)
  * that fall due together are written by ONE statement (`writeJournals`) instead of one each, so
- * the cost of a round trip and a WAL flush is shared by every task in the batch. A batch of one
- * (most statements at low load) goes as `writeJournal`, the same write with plain parameters
- * and index-probe plans.
+ * the cost of a round trip and a WAL flush is shared by every task in the batch.
  *
  * Invariants (the statement keeps them per task, see writeJournals):
  * - each task's part is fenced on its own — a stale part writes nothing and fails with
@@ -19,7 +17,7 @@
 import { StaleFence } from './errors.js';
 import { chainAfter, journalItem, turnWritten, writeTurn, writeTurnAlone } from './journal.js';
 import type { LedgerHead, TurnWrite, TurnWritten } from './journal.js';
-import { journalStatement } from './sql/journalOne.js';
+import { writeJournals } from './sql/journal.js';
 import type { ChainedLedgerRow, JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
 import type { FenceToken } from './unitOfWork.js';
@@ -102,7 +100,7 @@ export class JournalCommitter {
     this.kick();
     try {
       const chained: (ChainedLedgerRow | null)[] = batch.map((p) => (p.w.ledger === null ? null : chainAfter(p.caseId, p.head, p.w.ledger)));
-      const { rows } = await this.store.db.query<JournalWriteResult>(journalStatement(batch.map((p, i) => journalItem(p.token, p.caseId, p.w, chained[i]!))));
+      const { rows } = await this.store.db.query<JournalWriteResult>(writeJournals(batch.map((p, i) => journalItem(p.token, p.caseId, p.w, chained[i]!))));
       this.statements++;
       this.writes += batch.length;
       for (const r of rows) {

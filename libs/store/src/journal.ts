@@ -3,9 +3,8 @@
  * work, the store, or any Queryable (reads). Added for the turn-worker (issue 4) without
  * changing the Store or UnitOfWork classes.
  *
- * Fencing: every write names the writer's epoch. The hot write (`writeJournals`, or
- * `writeJournal` for one task — `journalStatement` picks; used by `writeTurn`,
- * `writeTurnAlone` and the group committer) carries it in its own WHERE clause —
+ * Fencing: every write names the writer's epoch. The hot write (`writeJournals`, used by
+ * `writeTurn`, `writeTurnAlone` and the group committer) carries it in its own WHERE clause —
  * the predicate of `UnitOfWork.requireFence` (task row locked iff still held by that owner at
  * that epoch), with each task's part written only if its fence held — so it can run as one
  * statement without an explicit transaction; a refused part throws StaleFence and is counted
@@ -30,8 +29,7 @@ import { selectCheckpointTurns, selectRestorePoint } from './sql/checkpoints.js'
 import type { RestoreRow } from './sql/checkpoints.js';
 import { LEDGER_GENESIS, ledgerRecordHash } from './ledgerHash.js';
 import { lockLedgerHead } from './sql/ledger.js';
-import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent } from './sql/journal.js';
-import { journalStatement } from './sql/journalOne.js';
+import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
 import type { CallCompletion, ChainedLedgerRow, CheckpointWrite, JournalRow, JournalWriteItem, JournalWriteResult, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
 import type { FenceToken, LedgerAppend, LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
@@ -180,7 +178,7 @@ export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: stri
     const head = (await uow.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
     chained = chainAfter(caseId, head, w.ledger);
   }
-  const r = (await uow.query<JournalWriteResult>(journalStatement([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  const r = (await uow.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
   if (!r.fenced) {
     await uow.requireFence(token, 'write_journal'); // throws StaleFence and counts it
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
@@ -199,7 +197,7 @@ export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: stri
 export async function writeTurnAlone(store: Store, token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
   if (w.ledger !== null && head === null) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
   const chained = w.ledger === null ? null : chainAfter(caseId, head, w.ledger);
-  const r = (await store.db.query<JournalWriteResult>(journalStatement([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  const r = (await store.db.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
   if (!r.fenced) {
     store.metrics.staleFence('write_journal');
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
