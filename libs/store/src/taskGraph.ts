@@ -10,7 +10,7 @@ import {
   answerQuestion,
   cancelTaskTree,
   claimGraphTask,
-  countUnfinishedChildren,
+  countUnreportedChildren,
   insertChildTask,
   insertNote,
   insertPlanConfirmation,
@@ -143,8 +143,9 @@ export async function papersNamed(db: Queryable, caseId: string, ref: string): P
   return (await db.query<{ name: string; bytes: Buffer }>(selectPapersNamed(caseId, ref))).rows;
 }
 
-export async function unfinishedChildren(uow: UnitOfWork, parentId: string): Promise<number> {
-  return (await uow.query<{ n: number }>(countUnfinishedChildren(parentId))).rows[0]?.n ?? 0;
+/** Children whose report has not reached the parent (see countUnreportedChildren). */
+export async function unreportedChildren(uow: UnitOfWork, parentId: string): Promise<number> {
+  return (await uow.query<{ n: number }>(countUnreportedChildren(parentId))).rows[0]?.n ?? 0;
 }
 
 // ------------------------------------------------------------------------------- notes

@@ -36,8 +36,8 @@ export interface SettleInput {
   readonly cancelRequested: 'hard' | 'soft' | null;
   /** Cap reached or the process is draining: give the task back instead of running on. */
   readonly release: boolean;
-  /** Children of the task not yet in a terminal state (asked only for a children suspension). */
-  readonly unfinishedChildren: number;
+  /** Children of the task whose report has not arrived (asked only for a children suspension). */
+  readonly unreportedChildren: number;
   readonly route: string;
   /** The provider_down attempt this park would be (1 for the first). */
   readonly providerAttempt: number;
@@ -65,8 +65,8 @@ export function settle(i: SettleInput): Transition {
         case 'question':
           return { kind: 'park', reason: 'question', detail: base, backoffMs: null, ask: true };
         case 'children':
-          if (i.unfinishedChildren === 0) return { kind: 'resume_now', note: 'None of your sub-agents is still running; every report you will get has arrived.' };
-          return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unfinishedChildren }, backoffMs: null, ask: (s.answers ?? 0) > 0 };
+          if (i.unreportedChildren === 0) return { kind: 'resume_now', note: 'None of your sub-agents is still running; every report you will get has arrived.' };
+          return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unreportedChildren }, backoffMs: null, ask: (s.answers ?? 0) > 0 };
         case 'provider_down':
           return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.providerAttempt }, backoffMs: i.backoffMs(i.providerAttempt), ask: false };
         default:

@@ -24,7 +24,7 @@ import {
   recordAnswer,
   recordVersionDecision,
   softCancel,
-  unfinishedChildren,
+  unreportedChildren,
   wakeParked,
 } from '@everdict/store';
 import type { GraphTaskRow, Store, UnitOfWork } from '@everdict/store';
@@ -123,7 +123,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const parent = await lockTask(uow, p.parentTaskId);
     if (!parent || TERMINAL.has(parent.state)) return 'ignored';
     await addNote(uow, parent.id, 'child_report', { childTaskId: child!.id, outcome: p.outcome, summary: p.summary ?? '' }, e.id);
-    if (parent.state === 'parked' && parent.park_reason === 'children' && (await unfinishedChildren(uow, parent.id)) === 0) {
+    if (parent.state === 'parked' && parent.park_reason === 'children' && (await unreportedChildren(uow, parent.id)) === 0) {
       const woken = await wakeParked(uow, parent.id, 'children');
       if (woken) await sendRunnable(uow, woken, 'child_finished', null);
     }

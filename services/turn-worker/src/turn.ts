@@ -43,7 +43,7 @@ import {
   parkWithBackoff,
   recordPlanRevision,
   reportRouteHealth,
-  unfinishedChildren,
+  unreportedChildren,
   writeTurn,
 } from '@everdict/store';
 import type { FenceToken, GraphTaskRow, JournalCommitter, LedgerHead, NoteRow, OutboxWrite, Store, StoredCall, TransitionWrite, UnitOfWork } from '@everdict/store';
@@ -334,13 +334,13 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
   const compacting = consumed && needsCompaction(next, tr.view.profile.compaction);
   const writeCheckpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);
 
-  const decide = (cancelRequested: 'hard' | 'soft' | null, unfinished: number) =>
+  const decide = (cancelRequested: 'hard' | 'soft' | null, unreported: number) =>
     waitOnProposal(
       settle({
       settlement: result.settlement,
       cancelRequested,
       release: p.release,
-      unfinishedChildren: unfinished,
+      unreportedChildren: unreported,
       route: tr.view.model.route.name,
       providerAttempt: nextProviderAttempt(task.park_reason, task.park_detail),
       backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
@@ -414,14 +414,20 @@ async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<{ end
         next = compacted.run;
         host = compacted.host;
       }
-      // Children placed by this very commit count as unfinished: they are created below.
-      const unfinished = result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children' ? (await unfinishedChildren(uow, task.id)) + buffer.children.length : 0;
-      let tx = decide(null, unfinished);
+      // Children placed by this very commit count as unreported: they are created below. The
+      // task row is locked first, so a child's report either committed before the count (and is
+      // counted as arrived) or waits for this commit and then finds the task parked and wakes it.
+      let unreported = 0;
+      if (result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children') {
+        await uow.requireFence(token, 'park_children');
+        unreported = (await unreportedChildren(uow, task.id)) + buffer.children.length;
+      }
+      let tx = decide(null, unreported);
       const { intent, write } = turnWrite(tx);
       const done = await writeTurn(uow, token, caseId, write);
       let extraLedger = false;
       // A soft cancel noticed under the fence lock stops the task at this checkpoint.
-      const final = decide(done.cancelRequested, unfinished);
+      const final = decide(done.cancelRequested, unreported);
       if (transitionLabel(final) !== transitionLabel(tx)) {
         tx = final;
         extraLedger = true;

@@ -3,7 +3,7 @@ import type { Settlement } from '@everdict/agent-runtime';
 import { nextProviderAttempt, settle } from '../src/decisions.js';
 import type { SettleInput } from '../src/decisions.js';
 
-const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unfinishedChildren: 0, route: 'main', providerAttempt: 1, backoffMs: (n) => 100 * 2 ** (n - 1) };
+const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unreportedChildren: 0, route: 'main', providerAttempt: 1, backoffMs: (n) => 100 * 2 ** (n - 1) };
 const suspended = (parkReason: Extract<Settlement, { kind: 'suspended' }>['parkReason'], cause: Extract<Settlement, { kind: 'suspended' }>['cause']): Settlement => ({ kind: 'suspended', parkReason, cause, handoff: 'published' });
 
 describe('what a committed turn does to its task', () => {
@@ -21,8 +21,8 @@ describe('what a committed turn does to its task', () => {
   it('parks every suspension by its class and never fails a task for waiting', () => {
     expect(settle({ ...base, settlement: { kind: 'suspended', parkReason: 'budget', cause: 'budget_exhausted', handoff: 'published', budgetDimension: 'turns' } })).toMatchObject({ kind: 'park', reason: 'budget', detail: { handoff: 'published', dimension: 'turns' } });
     expect(settle({ ...base, settlement: suspended('question', 'wait') })).toMatchObject({ kind: 'park', reason: 'question', ask: true });
-    expect(settle({ ...base, settlement: suspended('children', 'children'), unfinishedChildren: 2 })).toMatchObject({ kind: 'park', reason: 'children', detail: { waitingFor: 2 } });
-    expect(settle({ ...base, settlement: suspended('children', 'wait'), unfinishedChildren: 0 })).toMatchObject({ kind: 'resume_now' });
+    expect(settle({ ...base, settlement: suspended('children', 'children'), unreportedChildren: 2 })).toMatchObject({ kind: 'park', reason: 'children', detail: { waitingFor: 2 } });
+    expect(settle({ ...base, settlement: suspended('children', 'wait'), unreportedChildren: 0 })).toMatchObject({ kind: 'resume_now' });
     expect(settle({ ...base, settlement: suspended('provider_down', 'provider_down'), providerAttempt: 3 })).toMatchObject({ kind: 'park', reason: 'provider_down', backoffMs: 400, detail: { route: 'main', attempt: 3 } });
   });
 

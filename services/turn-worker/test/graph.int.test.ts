@@ -121,5 +121,41 @@ describe('the agent graph', () => {
       const runnable = await fx.store.db.query({ text: "SELECT 1 FROM outbox_messages WHERE case_id = $1 AND type = 'task.runnable'", values: [parent.caseId] });
       expect(runnable.rows).toHaveLength(1);
     });
+
+    it('waits for every child report, not for the children states: both ended, one report in, the parent sleeps on', async () => {
+      const p = await seedTask(fx.store);
+      const pToken = await claim(fx.store, p.taskId, 'p');
+      const ids = [newId(), newId()];
+      await fx.store.unitOfWork(async (uow) => {
+        for (const id of ids) {
+          await createChildTask(uow, pToken, { id, caseId: p.caseId, parentId: p.taskId, rootTaskId: p.taskId, depth: 1, ancestry: [p.taskId], spawnCallId: id, profile: 'agent', profileVersion: '1', objective: { text: 'x' }, context: null });
+        }
+        await uow.transitionTask(pToken, { state: 'parked', parkReason: 'children', parkDetail: {} });
+      });
+      // Both children end before either report is handled (their messages are still on their way).
+      for (const id of ids) {
+        const token = await claim(fx.store, id, 'c');
+        await fx.store.unitOfWork((uow) => uow.transitionTask(token, { state: 'done' }));
+      }
+      const report = (id: string): AnyEnvelope =>
+        buildEnvelope(
+          {
+            type: 'task.finished',
+            version: 1,
+            caseId: p.caseId,
+            lineage: { rootCaseId: p.caseId, parentTaskId: p.taskId, ancestry: [p.taskId] },
+            sender: { service: 'turn-worker', taskId: id, profile: 'agent', profileVersion: '1' },
+            trust: 'platform',
+            payload: { taskId: id, parentTaskId: p.taskId, outcome: 'done', summary: `report of ${id}` },
+          },
+          systemClock,
+        ) as AnyEnvelope;
+      expect(await handle(report(ids[0]!))).toBe('applied');
+      expect(await row(p.taskId)).toMatchObject({ state: 'parked', park_reason: 'children' });
+      expect(await handle(report(ids[1]!))).toBe('applied');
+      expect(await row(p.taskId)).toMatchObject({ state: 'open', park_reason: null });
+      const notes = await fx.store.db.query<{ kind: string }>({ text: 'SELECT kind FROM task_notes WHERE task_id = $1', values: [p.taskId] });
+      expect(notes.rows.map((n) => n.kind)).toEqual(['child_report', 'child_report']);
+    });
   });
 });

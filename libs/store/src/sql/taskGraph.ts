@@ -248,11 +248,18 @@ export function selectPapersNamed(caseId: string, ref: string): Sql {
   };
 }
 
-/** How many of a parent's children have not reached a terminal state. */
-export function countUnfinishedChildren(parentId: string): Sql {
+/**
+ * How many of a parent's children have not yet reported: no child_report note of theirs is
+ * recorded for the parent. A child that has ended but whose task.finished is still on its way
+ * counts — its report is what the parent waits for, not its state.
+ */
+export function countUnreportedChildren(parentId: string): Sql {
   return {
-    name: 'ev_count_unfinished_children',
-    text: `SELECT count(*)::int AS n FROM tasks WHERE parent_id = $1::uuid AND state NOT IN ('done', 'failed', 'cancelled')`,
+    name: 'ev_count_unreported_children',
+    text: `SELECT count(*)::int AS n FROM tasks c
+            WHERE c.parent_id = $1::uuid
+              AND NOT EXISTS (SELECT 1 FROM task_notes n
+                               WHERE n.task_id = $1::uuid AND n.kind = 'child_report' AND n.body->>'childTaskId' = c.id::text)`,
     values: [parentId],
   };
 }
