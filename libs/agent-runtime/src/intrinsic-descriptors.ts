@@ -66,7 +66,7 @@ export const INTRINSIC_DESCRIPTORS: Readonly<Record<IntrinsicToolName, ToolDescr
         type: 'array',
         maxItems: 50,
         items: { type: 'string', minLength: 1, maxLength: 256 },
-        description: 'Stored results (refs such as result:…) the sub-agent may read; only ones you may read yourself. Default: the papers you were given, none of your own.',
+        description: 'Stored results (refs such as result:...) the sub-agent may read; only ones you may read yourself. Default: the papers you were given, none of your own.',
       },
       grants: { type: 'array', maxItems: 50, items: { type: 'string', minLength: 1, maxLength: 128 }, description: 'Grants the sub-agent needs; only ones you hold. Default: none.' },
     },

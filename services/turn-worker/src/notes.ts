@@ -29,7 +29,7 @@ export function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
       const alternatives = Array.isArray(b.alternatives) && b.alternatives.length > 0 ? ` Alternatives: ${(b.alternatives as unknown[]).map(str).join(' | ')}.` : '';
       return (
         `Sub-agent ${str(b.childTaskId)} asks you (question ${str(b.questionId)}): ${str(b.gap)}. Checked: ${str(b.checked)}. Depends on it: ${str(b.dependsOn)}.${alternatives} ` +
-        `Decision needed: ${str(b.decisionNeeded)}. Answer it with wait {"for": "children", "reason": …, "answers": [{"questionId": "${str(b.questionId)}", "answer": …}]}; if you cannot decide, ask your own question.`
+        `Decision needed: ${str(b.decisionNeeded)}. Answer it with wait {"for": "children", "reason": ..., "answers": [{"questionId": "${str(b.questionId)}", "answer": ...}]}; if you cannot decide, ask your own question.`
       );
     }
     case 'top_up':

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { packetDigest } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import { parseVerdict } from '../src/auditor.js';
-import { bindImpactKeys, buildPacket, priorStep, resolveStepRefs, writeInScope } from '../src/proposal.js';
+import { PROPOSE_DESCRIPTION, PROPOSE_INPUT_SCHEMA, bindImpactKeys, buildPacket, priorStep, resolveStepRefs, writeInScope } from '../src/proposal.js';
 import type { PacketContext, ProposalArgs } from '../src/proposal.js';
 import { waitOnProposal } from '../src/turn.js';
 
@@ -162,5 +162,12 @@ describe('waitOnProposal', () => {
     const done = { kind: 'finish' as const, state: 'done' as const, summary: '', failureCode: null };
     expect(waitOnProposal(done, proposal)).toBe(done);
     expect(waitOnProposal({ kind: 'continue' }, null)).toEqual({ kind: 'continue' });
+  });
+});
+
+describe('writes__propose as the model sees it', () => {
+  it('its description and input schema are Latin-1 (one-byte strings in every request; see agent-runtime one-byte-text)', () => {
+    const text = JSON.stringify({ d: PROPOSE_DESCRIPTION, s: PROPOSE_INPUT_SCHEMA });
+    expect([...text].filter((c) => c.codePointAt(0)! > 0xff)).toEqual([]);
   });
 });
