@@ -201,12 +201,12 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
               SELECT x.* FROM b, jsonb_to_recordset(b.j->'t') AS x(idx int, task_id uuid, owner text, epoch bigint, case_id uuid)
             )`,
     // The fence: each task row locked by an index probe (LATERAL, one per task, in task-id
-    // order so concurrent batches lock in the same order). A join to \`tasks\` instead was planned
+    // order so concurrent batches lock in the same order). A join to `tasks` instead was planned
     // as a hash join over a scan of the whole table — cached in the generic plan while the table
     // was small, then paid on every statement as it grew (server CPU per one-task statement
-    // 0.81–0.99 ms with 1,000 tasks, 0.58–0.61 ms probed; \`npm run bench:journal\`). The outer
+    // 0.81–0.99 ms with 1,000 tasks, 0.58–0.61 ms probed; `npm run bench:journal`). The outer
     // WHERE repeats the probe's owner/epoch test on purpose: it keeps the planner's row estimate
-    // of \`f\` (and so of \`go\`) at a handful, which is what keeps the writing CTEs below on
+    // of `f` (and so of `go`) at a handful, which is what keeps the writing CTEs below on
     // index probes too (with an estimate of 100, the outcome UPDATE went to a hash join over
     // a scan of runtime_calls).
     `f AS (
