@@ -22,7 +22,19 @@ export default defineConfig({
     hookTimeout: 60_000,
     projects: [
       { resolve: { alias }, test: { name: 'unit', testTimeout: 30_000, include: ['libs/*/test/**/*.unit.test.ts', 'services/*/test/**/*.unit.test.ts', 'cli/test/**/*.unit.test.ts'] } },
-      { resolve: { alias }, test: { name: 'integration', include: ['libs/*/test/**/*.int.test.ts', 'services/*/test/**/*.int.test.ts', 'cli/test/**/*.int.test.ts', 'test/**/*.test.ts'], testTimeout: 120_000, hookTimeout: 60_000 } },
+      // Timeouts above testkit's readinessBudgetMs cap (150 s), so a slow start on a loaded
+      // machine fails with the process's output, not a bare timeout. vitest.setup.ts drops the
+      // databases of each file that passed.
+      {
+        resolve: { alias },
+        test: {
+          name: 'integration',
+          include: ['libs/*/test/**/*.int.test.ts', 'services/*/test/**/*.int.test.ts', 'cli/test/**/*.int.test.ts', 'test/**/*.test.ts'],
+          setupFiles: [`${root}vitest.setup.ts`],
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+        },
+      },
     ],
   },
 });

@@ -22,7 +22,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -34,8 +33,11 @@ import { deleteTopology, loadTopology } from '@everdict/bus';
 import { LEDGER_GENESIS, OUTBOX_CHANNEL, Store, createPgDb, migrate } from '@everdict/store';
 import type { Sql } from '@everdict/store';
 import { outboxRow, sendRunnable } from '../../services/turn-worker/src/envelopes.js';
+import { everdictStartArgs, freePort } from '@everdict/testkit';
 
 const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+/** The peers' runner (DBOS, LangGraph on the same workload); it lives beside the clone, not in it. */
+const PEERS_RUN = process.env.BENCH_PEERS_RUN ?? resolve(REPO, '../shared/bench/peers/run.sh');
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const AMQP_URL = process.env.BENCH_AMQP_URL ?? process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 1000);
@@ -56,16 +58,6 @@ function pct(samples: number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 interface Worker {
   startCpu?: number;
@@ -111,8 +103,9 @@ async function commitsOf(port: number): Promise<number> {
 async function startWorker(dir: string, env: Record<string, string>, name: string): Promise<Worker> {
   const port = await freePort();
   const samplesFile = join(dir, `${name}.samples.json`);
-  // The compiled build, as a deployment runs it (BENCH_SOURCE=1: from TypeScript through tsx).
-  const entry = process.env.BENCH_SOURCE === '1' ? ['--conditions=source', '--import', 'tsx', join(REPO, 'services/turn-worker/src/main.ts')] : [join(REPO, 'services/turn-worker/dist/src/main.js')];
+  // `everdict start --service turn-worker` from the compiled build, as compose runs it
+  // (BENCH_SOURCE=1: from TypeScript through tsx).
+  const entry = process.env.BENCH_SOURCE === '1' ? everdictStartArgs(['turn-worker']) : [join(REPO, 'bin/everdict.js'), 'start', '--service', 'turn-worker'];
   // A turn-worker's heap is small (a few KB per live task); without bounds V8 lets garbage grow
   // the heap for speed. These are the flags a turn-worker deployment runs with (BENCH_NODE_ARGS
   // replaces them).
@@ -389,7 +382,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
 }
 
 if (process.env.BENCH_SOURCE !== '1') {
-  const build = spawnSync('npx', ['tsc', '-b', 'services/turn-worker'], { cwd: REPO, encoding: 'utf8' });
+  const build = spawnSync('npx', ['tsc', '-b', 'cli'], { cwd: REPO, encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}${build.stderr}`);
 }
 
@@ -406,7 +399,7 @@ if (PHASES.has('peak')) {
 // The peers run right after our peak phases: this machine's speed drifts over minutes, and the
 // ratio compares two throughputs, so they are measured as close together as the run allows.
 if (PHASES.has('peers')) {
-  const r = spawnSync('bash', ['/work/shared/bench/peers/run.sh', ...PEERS.split(/\s+/).filter(Boolean)], { encoding: 'utf8', timeout: 900_000 });
+  const r = spawnSync('bash', [PEERS_RUN, ...PEERS.split(/\s+/).filter(Boolean)], { encoding: 'utf8', timeout: 900_000 });
   const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{'));
   for (const l of lines) console.log(l);
   const dbos = lines.map((l) => JSON.parse(l) as { system: string; turns_per_s: number }).find((x) => x.system === 'dbos');

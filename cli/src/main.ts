@@ -2,6 +2,7 @@
  * `everdict` entry point. Exit codes: 0 ok, 1 the command failed, 2 usage or configuration error.
  */
 import { isEverdictError } from '@everdict/contracts';
+import { ConfigError } from '@everdict/service-kit';
 import { UsageError, parseInvocation } from './args.js';
 import { runMigrate } from './migrate.js';
 import { OPS_HELP, isOpsCommand, runOps } from './ops/index.js';
@@ -55,6 +56,10 @@ main(process.argv.slice(2)).then(
   (err: unknown) => {
     if (err instanceof UsageError) {
       process.stderr.write(`everdict: ${err.message}\n`);
+      process.exitCode = 2;
+    } else if (err instanceof ConfigError) {
+      // One problem a line, each naming its variable (and JSON path): the whole fix in one read.
+      process.stderr.write(`everdict: ${err.code}: invalid configuration (${err.fields.length === 1 ? '1 problem' : `${err.fields.length} problems`}):\n${err.fields.map((f) => `  ${f.name}: ${f.reason}\n`).join('')}`);
       process.exitCode = 2;
     } else if (isEverdictError(err)) {
       process.stderr.write(`everdict: ${err.code}: ${err.message}\n`);

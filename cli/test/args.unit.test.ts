@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { UsageError, parseInvocation } from '../src/args.js';
-import { selectServices } from '../src/start.js';
+import { selectServices } from '../src/node/plan.js';
+
+const present = (...vars: string[]) => (r: string) => vars.includes(r);
 
 describe('cli arguments', () => {
   it('parses a command, --json and repeated --service', () => {
@@ -12,14 +14,23 @@ describe('cli arguments', () => {
     expect(() => parseInvocation(['start', '--frobnicate'])).toThrow(UsageError);
   });
 
-  it('names an unknown or unavailable service', () => {
-    expect(() => selectServices(['billing'])).toThrow(/unknown service "billing"/);
-    expect(selectServices(['gate', 'reconciler']).services.map((s) => s.name)).toEqual(['gate', 'reconciler']);
+  it('names an unknown service, and what a named service lacks', () => {
+    expect(selectServices(['billing'], present()).problems).toEqual([{ name: '--service', reason: expect.stringMatching(/unknown service "billing"/) as unknown }]);
+    const both = selectServices(['gate', 'reconciler'], present('EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'));
+    expect(both.services.map((s) => s.name)).toEqual(['gate', 'reconciler']);
+    expect(both.problems).toEqual([]);
+    expect(selectServices(['reconciler'], present('EVERDICT_CONFIG')).problems).toEqual([{ name: 'EVERDICT_CONNECTORS', reason: expect.stringMatching(/required by reconciler/) as unknown }]);
   });
 
-  it('with no service named, runs the available ones whose configuration is present', () => {
-    expect(selectServices([], {}).services).toEqual([]);
-    const some = selectServices([], { EVERDICT_CONFIG: '/etc/fleet.json' });
+  it('refuses a node with nothing to run instead of idling ready', () => {
+    const none = selectServices([], present());
+    expect(none.services).toEqual([]);
+    expect(none.problems).toEqual([{ name: '--service', reason: expect.stringMatching(/no service can run on this node: every service needs EVERDICT_CONFIG/) as unknown }]);
+  });
+
+  it('with no service named, runs the ones whose configuration is present', () => {
+    const some = selectServices([], present('EVERDICT_CONFIG'));
+    expect(some.problems).toEqual([]);
     expect(some.services.map((s) => s.name)).toEqual(['intake', 'turn-worker', 'gate']);
     expect(some.skipped).toEqual([
       { name: 'execution-coordinator', missing: ['EVERDICT_CONNECTORS'] },

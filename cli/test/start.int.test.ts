@@ -1,17 +1,20 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import amqplib from 'amqplib';
+import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { Store, createPgDb } from '@everdict/store';
-import { TEST_AMQP_URL, amqpPrefix, eventually, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, amqpPrefix, eventually, freshDatabase, readinessBudgetMs } from '@everdict/testkit';
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const SAMPLE_CONFIG = fileURLToPath(new URL('../../infra/config/fleet.json', import.meta.url));
+const SAMPLE_CONNECTORS = fileURLToPath(new URL('../../infra/config/connectors.json', import.meta.url));
 
 interface Node {
   child: ChildProcess;
@@ -60,9 +63,9 @@ describe('everdict start (fleet node)', () => {
 
   it('migrates, asserts topology, relays the outbox, serves health and metrics, drains on SIGTERM', async () => {
     const { url } = await freshDatabase('cli_start');
-    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: prefix });
+    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: prefix, EVERDICT_CONFIG: SAMPLE_CONFIG }, ['--service', 'gate']);
     try {
-      const ready = await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: 30_000, what: 'fleet node ready' });
+      const ready = await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: readinessBudgetMs(), what: 'fleet node ready' });
       expect(ready.prefix).toBe(prefix);
       const port = logged(node, 'health and metrics listening')!.port as number;
       await eventually(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, { what: '/readyz 200' });
@@ -113,7 +116,7 @@ describe('everdict start (fleet node)', () => {
     const config = fileURLToPath(new URL('../../infra/config/fleet.json', import.meta.url));
     const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: prefix, EVERDICT_CONFIG: config, EVERDICT_DEMO_NOTES_DIR: mkdtempSync(join(tmpdir(), 'everdict-notes-')) }, ['--service', 'intake']);
     try {
-      await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: 30_000, what: 'fleet node ready' });
+      await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: readinessBudgetMs(), what: 'fleet node ready' });
       const port = logged(node, 'health and metrics listening')!.port as number;
       const res = await fetch(`http://127.0.0.1:${port}/demo/notes/notes`);
       expect(res.status).toBe(200);
@@ -131,6 +134,120 @@ describe('everdict start (fleet node)', () => {
       expect(await node.exited).toBe(2);
       const text = node.lines.join('\n');
       expect(text).toContain(`${missing}: is required because`);
+    }
+  });
+
+  /** Copies the sample fleet config into a scratch folder (script paths made absolute) so a test can rewrite it. */
+  function scratchConfig(): { path: string; config: Record<string, unknown>; write(c: unknown): void } {
+    const dir = mkdtempSync(join(tmpdir(), 'everdict-hup-'));
+    const config = JSON.parse(readFileSync(SAMPLE_CONFIG, 'utf8')) as { routes: Record<string, { scriptPath?: string }> };
+    for (const r of Object.values(config.routes)) if (r.scriptPath) r.scriptPath = join(dirname(SAMPLE_CONFIG), r.scriptPath);
+    const path = join(dir, 'fleet.json');
+    const write = (c: unknown) => writeFileSync(path, JSON.stringify(c, null, 2));
+    write(config);
+    return { path, config, write };
+  }
+
+  async function tablesIn(url: string): Promise<number> {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      return (await c.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'")).rows[0]!.n;
+    } finally {
+      await c.end();
+    }
+  }
+
+  async function queueExists(name: string): Promise<boolean> {
+    const conn = await amqplib.connect(TEST_AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      ch.on('error', () => {});
+      return await ch.checkQueue(name).then(() => true, () => false);
+    } finally {
+      await conn.close().catch(() => {});
+    }
+  }
+
+  it('a node with no service to run refuses to start instead of answering /readyz while idle', async () => {
+    const { url } = await freshDatabase('cli_start_idle');
+    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: `${prefix}_idle`, EVERDICT_CONFIG: undefined });
+    expect(await node.exited).toBe(2);
+    expect(node.lines.join('\n')).toContain('--service: no service can run on this node: every service needs EVERDICT_CONFIG');
+    expect(await tablesIn(url)).toBe(0);
+  });
+
+  it('reports every configuration problem together, in one format, before touching the database or the broker', async () => {
+    const { url } = await freshDatabase('cli_start_bad');
+    const scratch = scratchConfig();
+    const broken = structuredClone(scratch.config) as { profiles: Record<string, { route: string }> };
+    broken.profiles[Object.keys(broken.profiles)[0]!]!.route = 'nowhere';
+    scratch.write(broken);
+    const badPrefix = `${prefix}_bad`;
+    const node = startNode(
+      { DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: badPrefix, EVERDICT_CONFIG: scratch.path, EVERDICT_CRASHPOINT: 'no_such_point:1', EVERDICT_DISPATCH_LEASE_MS: '5', PORT: 'eighty' },
+      ['--service', 'execution-coordinator'],
+    );
+    expect(await node.exited).toBe(2);
+    const text = node.lines.join('\n');
+    expect(text).toMatch(/everdict: config_invalid: invalid configuration \(\d+ problems\):\n {2}\S/);
+    for (const expected of [/^ {2}PORT: must be an integer/m, /^ {2}EVERDICT_DISPATCH_LEASE_MS: must be an integer 200-/m, /^ {2}EVERDICT_CONNECTORS: is required by execution-coordinator/m, /^ {2}EVERDICT_CONFIG: \/profiles\/\S+\/route names route "nowhere"/m, /^ {2}EVERDICT_CRASHPOINT: EVERDICT_CRASHPOINT entry "no_such_point:1"/m]) {
+      expect(text).toMatch(expected);
+    }
+    expect(text).not.toMatch(/\n\s+at /); // a message, not a stack trace
+    expect(await tablesIn(url)).toBe(0);
+    expect(await queueExists(`${badPrefix}.execution-coordinator`)).toBe(false);
+  });
+
+  it('EVERDICT_CRASHPOINT naming no point of the node exits non-zero naming the point', async () => {
+    const { url } = await freshDatabase('cli_start_crash');
+    const node = startNode(
+      { DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: `${prefix}_crash`, EVERDICT_CONFIG: SAMPLE_CONFIG, EVERDICT_CONNECTORS: SAMPLE_CONNECTORS, EVERDICT_CRASHPOINT: 'no_such_point:1' },
+      ['--service', 'execution-coordinator'],
+    );
+    expect(await node.exited).toBe(2);
+    const text = node.lines.join('\n');
+    expect(text).toContain('no_such_point');
+    expect(text).toContain('before_execute|after_execute|after_outcome');
+    expect(await tablesIn(url)).toBe(0);
+  });
+
+  it('SIGHUP on a node running every service reloads the fleet config; a broken file is refused and the node keeps running', async () => {
+    const { url } = await freshDatabase('cli_start_hup');
+    const scratch = scratchConfig();
+    const hupPrefix = `${prefix}_hup`;
+    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: hupPrefix, EVERDICT_CONFIG: scratch.path, EVERDICT_CONNECTORS: SAMPLE_CONNECTORS });
+    try {
+      const ready = await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: readinessBudgetMs(60_000), what: 'fleet node ready' });
+      expect(ready.services).toEqual(['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler']);
+      const port = logged(node, 'health and metrics listening')!.port as number;
+      const reloads = async (outcome: string) => {
+        const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+        return Number(new RegExp(`^everdict_config_reloads_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      };
+
+      node.child.kill('SIGHUP');
+      await eventually(() => logged(node, 'fleet config reloaded'), { what: 'reload logged' });
+      expect(await reloads('applied')).toBe(1);
+
+      const broken = structuredClone(scratch.config) as { principals?: unknown; routes: unknown };
+      broken.routes = 'not an object';
+      scratch.write(broken);
+      node.child.kill('SIGHUP');
+      const refused = await eventually(() => logged(node, 'fleet config reload refused; keeping the running config'), { what: 'reload refused' });
+      expect(refused.problems).toEqual(expect.arrayContaining([expect.objectContaining({ path: '/routes' })]));
+      expect(await reloads('refused')).toBe(1);
+      expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+      expect(node.child.exitCode).toBeNull();
+
+      node.child.kill('SIGTERM');
+      expect(await node.exited).toBe(0);
+    } finally {
+      node.child.kill('SIGKILL');
+      const conn = await amqplib.connect(TEST_AMQP_URL);
+      const ch = await conn.createChannel();
+      await deleteTopology(ch, loadTopology({ prefix: hupPrefix })).catch(() => {});
+      await conn.close();
     }
   });
 });

@@ -35,7 +35,7 @@ beforeAll(async () => {
     runtime: { leaseTtlMs: 2000, sweepIntervalMs: 200 },
   };
   writeFileSync(join(f.dir, 'agents.json'), JSON.stringify(config, null, 2));
-}, 60_000);
+});
 
 afterAll(async () => {
   await f?.close();
@@ -45,7 +45,7 @@ describe('a turn-worker killed mid-proposal', () => {
   it.each(['after_response', 'after_tool_results', 'after_commit'])('SIGKILL %s: one gate, one grant, one operation', async (point) => {
     const env = { EVERDICT_CONFIG: join(f.dir, 'agents.json') };
     // Every node of this test stays up until close(); only the one with the crash point dies.
-    const doomed = await f.start({ services: SERVICES, env: { ...env, EVERDICT_TURN_CRASHPOINT: `${point}:1` }, mayCrash: true });
+    const doomed = await f.start({ services: SERVICES, env: { ...env, EVERDICT_CRASHPOINT: `${point}:1` }, mayCrash: true });
     const account = 'acct-crash';
     const before = f.target.applies.get(account) ?? 0;
     const opened = await openCaseWithRootTask(f.store, config, { caseType: 'writer', originKey: `crash-${point}`, customer: 'acme', objective: 'credit' });

@@ -90,7 +90,7 @@ beforeAll(async () => {
   };
   writeFileSync(join(f.dir, 'agents.json'), JSON.stringify(config, null, 2));
   node = await f.start({ services: ['turn-worker', 'gate', 'execution-coordinator', 'reconciler'], env: { EVERDICT_CONFIG: join(f.dir, 'agents.json') } });
-}, 90_000);
+});
 
 afterAll(async () => {
   await f?.close();
@@ -197,7 +197,7 @@ describe('effects proposed by an agent', () => {
     expect(kinds.filter((k) => k === 'effect_proposed')).toHaveLength(2);
     expect(kinds).toContain('effect_receipt_returned');
     expect(await f.store.verifyLedger(caseId)).toMatchObject({ ok: true });
-  }, 90_000);
+  });
 
   it('a proposal outside the write scope is refused before audit and gate: the target sees zero requests', async () => {
     const { caseId, taskId } = await open('outside');
@@ -207,7 +207,7 @@ describe('effects proposed by an agent', () => {
     const [result] = await toolResults(taskId);
     expect(result).toMatchObject({ name: 'writes__propose', outcome: 'tool_error' });
     expect(result!.content).toMatch(/outside the case's write scope/);
-  }, 60_000);
+  });
 
   it("an auditor's rejection returns to the agent; nothing reaches a gate", async () => {
     const { caseId, taskId } = await open('rejected');
@@ -218,7 +218,7 @@ describe('effects proposed by an agent', () => {
     const audit = (await f.ledger(caseId)).find((l) => l.kind === 'effect_audit');
     expect(audit?.body).toMatchObject({ verdict: 'reject', by: 'strictAuditor@1' });
     expect(f.target.touching('acct-rej')).toHaveLength(0);
-  }, 60_000);
+  });
 
   it('a rejected gate wakes the agent with the reason; nothing is executed', async () => {
     const { caseId, taskId } = await open('refusedGate');
@@ -230,7 +230,7 @@ describe('effects proposed by an agent', () => {
     expect(f.target.touching('acct-gate')).toHaveLength(0);
     const { rows } = await f.db.query<{ kind: string; body: Record<string, unknown> }>({ text: `SELECT kind, body FROM task_notes WHERE task_id = $1::uuid ORDER BY seq`, values: [taskId] });
     expect(rows.find((n) => n.kind === 'gate')?.body).toMatchObject({ gateId: gate!.id, outcome: 'rejected' });
-  }, 60_000);
+  });
 
   it('a gate that expires undecided (closed by the reconciler) wakes the agent; nothing is executed', async () => {
     const { caseId, taskId } = await open('lapsed');
@@ -241,5 +241,5 @@ describe('effects proposed by an agent', () => {
     expect(f.target.touching('acct-lapsed')).toHaveLength(0);
     const { rows } = await f.db.query<{ kind: string; body: Record<string, unknown> }>({ text: `SELECT kind, body FROM task_notes WHERE task_id = $1::uuid ORDER BY seq`, values: [taskId] });
     expect(rows.find((n) => n.kind === 'gate')?.body).toMatchObject({ gateId: gate!.id, outcome: 'expired' });
-  }, 60_000);
+  });
 });

@@ -5,13 +5,13 @@
  * the target sees zero requests for it.
  *
  * The gate and reconciler run first without any coordinator, so approvals queue up; the grants
- * are then expired, revoked or tampered with, and only then does a coordinator process (its own
- * main.ts) start and take the queued approvals.
+ * are then expired, revoked or tampered with, and only then does a coordinator process
+ * (`everdict start --service execution-coordinator`) start and take the queued approvals.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEnvelope, canonicalJson, encodeEnvelope, newId, sealPacket, systemClock } from '@everdict/contracts';
 import { PACKET_PAPER_SCHEMA, reserveGrantFor } from '@everdict/store';
-import { COORDINATOR_MAIN, TOKENS, creditPacket, effectsFixture, eventually, type EffectsFixture, type ServiceProc } from './helpers.js';
+import { COORDINATOR, TOKENS, creditPacket, effectsFixture, eventually, type EffectsFixture, type ServiceProc } from './helpers.js';
 
 let f: EffectsFixture;
 let node: ServiceProc;
@@ -82,7 +82,7 @@ describe('authority rechecked at dispatch', () => {
     // A clean grant, executed once; its approval is then replayed under a new message id.
     const once = await approve('acct-once');
 
-    const coordinator = await f.start({ main: COORDINATOR_MAIN });
+    const coordinator = await f.start({ services: COORDINATOR });
     const refusedReason = async (gateId: string) => (await f.waitDispatch(gateId, ['refused']))['detail'] as Record<string, unknown>;
     expect(await refusedReason(expired.gateId)).toMatchObject({ refused: 'grant_expired' });
     expect(await refusedReason(revoked.gateId)).toMatchObject({ refused: 'grant_revoked' });

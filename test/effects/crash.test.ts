@@ -4,14 +4,14 @@
  * per approved packet, every time.
  *
  * The gate and the reconciler run on one process for the whole file; the coordinator is its own
- * process (services/execution-coordinator/src/main.ts), started with EVERDICT_CRASHPOINT so it
+ * process (`everdict start --service execution-coordinator`), started with EVERDICT_CRASHPOINT so it
  * kills itself at the point, then restarted. A restarted coordinator never executes an intent
  * again: the lapsed execution goes to the reconciler's WhatLanded, and only a conclusive "not
  * applied" lets a new attempt run.
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COORDINATOR_MAIN, TOKENS, crashLog, creditPacket, effectsFixture, entryPacket, type EffectsFixture, type ServiceProc } from './helpers.js';
+import { COORDINATOR, TOKENS, crashLog, creditPacket, effectsFixture, entryPacket, type EffectsFixture, type ServiceProc } from './helpers.js';
 
 let f: EffectsFixture;
 let node: ServiceProc;
@@ -55,7 +55,7 @@ async function crashLoop(point: 'before_execute' | 'after_execute', times: numbe
     // and dies on this iteration's packet (arrival 2). After execute, recovery never executes
     // again (the receipt says applied), so the new packet is arrival 1.
     const arrival = point === 'before_execute' && i > 0 ? 2 : 1;
-    const coordinator = await f.start({ main: COORDINATOR_MAIN, env: { EVERDICT_CRASHPOINT: `${point}:${arrival}`, EVERDICT_CRASH_LOG: log }, mayCrash: true });
+    const coordinator = await f.start({ main: COORDINATOR, env: { EVERDICT_CRASHPOINT: `${point}:${arrival}`, EVERDICT_CRASH_LOG: log }, mayCrash: true });
     if (i > 0) {
       const previous = packets[i - 1]!;
       await f.waitDispatch(previous.gateId, ['settled'], 60_000);
@@ -69,7 +69,7 @@ async function crashLoop(point: 'before_execute' | 'after_execute', times: numbe
   // Each kill happened on a different packet.
   expect(new Set(crashLog(log).map((l) => l.grantId)).size).toBe(times);
 
-  const clean = await f.start({ main: COORDINATOR_MAIN });
+  const clean = await f.start({ services: COORDINATOR });
   for (const p of packets) await f.waitDispatch(p.gateId, ['settled'], 60_000);
   for (const [i, p] of packets.entries()) expect(await p.check(), `packet ${i} after ${point} crashes`).toBe(1);
   await clean.kill('SIGTERM');

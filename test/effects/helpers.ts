@@ -11,7 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,12 +22,12 @@ import type { EffectCheck, EffectPacket, FleetConfig } from '@everdict/contracts
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { PACKET_PAPER_SCHEMA, Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { TEST_AMQP_URL, amqpPrefix, eventually, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
 
 export { eventually };
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
-const NODE_MAIN = join(REPO, 'test/effects/fixtures/node.ts');
-export const COORDINATOR_MAIN = join(REPO, 'services/execution-coordinator/src/main.ts');
+/** The execution-coordinator alone, as compose runs it. */
+export const COORDINATOR = ['execution-coordinator'] as const;
 
 // ------------------------------------------------------------------------------- target HTTP
 
@@ -325,13 +325,6 @@ export interface ServiceProc {
   kill(signal?: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 // ------------------------------------------------------------------------------- the fixture
 
@@ -343,8 +336,8 @@ export interface EffectsFixture {
   readonly target: TargetService;
   readonly estate: Awaited<ReturnType<typeof estateDatabase>>;
   readonly dir: string;
-  /** Starts a service process (`node.ts` with the named services, or a main file) and waits until /readyz answers 200. */
-  start(o: { services?: string[]; main?: string; env?: Record<string, string>; mayCrash?: boolean }): Promise<ServiceProc>;
+  /** Starts `everdict start --service S…` (default gate, execution-coordinator, reconciler) and waits until /readyz answers 200. */
+  start(o: { services?: readonly string[]; env?: Record<string, string>; mayCrash?: boolean }): Promise<ServiceProc>;
   /** Opens a case with a root task; returns their ids. */
   openCase(customer?: string): Promise<{ caseId: string; taskId: string }>;
   /** What writes.propose does: the packet paper + `gate.requested` in one unit of work. */
@@ -396,8 +389,8 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
 
     async start(o) {
       const port = await freePort();
-      const main = o.main ?? NODE_MAIN;
-      const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', main], {
+      const services = o.services ?? ['gate', 'execution-coordinator', 'reconciler'];
+      const proc = spawn(process.execPath, everdictStartArgs(services), {
         cwd: REPO,
         env: {
           ...process.env,
@@ -406,7 +399,6 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
           EVERDICT_AMQP_PREFIX: prefix,
           EVERDICT_CONFIG: join(dir, 'fleet.json'),
           EVERDICT_CONNECTORS: join(dir, 'connectors.json'),
-          EVERDICT_SERVICES: (o.services ?? ['gate', 'execution-coordinator', 'reconciler']).join(','),
           EVERDICT_DISPATCH_LEASE_MS: '1500',
           EVERDICT_DISPATCH_POLL_MS: '200',
           EVERDICT_RECONCILE_INTERVAL_MS: '200',
@@ -444,7 +436,7 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
           const res = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
           return res?.status === 200;
         },
-        { timeoutMs: 40_000, intervalMs: 100, what: `service ${main} ready` },
+        { timeoutMs: readinessBudgetMs(40_000), intervalMs: 100, what: `everdict start ${services.join(' ')} ready` },
       ).catch((err: unknown) => {
         throw new Error(`${String(err)}\n${out.slice(-3000)}`);
       });

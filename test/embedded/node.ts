@@ -9,11 +9,9 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { eventually } from '@everdict/testkit';
+import { eventually, readinessBudgetMs, freePort } from '@everdict/testkit';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = join(REPO, 'bin', 'everdict.js');
@@ -21,13 +19,6 @@ const BUILT = join(REPO, 'cli', 'dist', 'src', 'main.js');
 
 const STRIPPED = ['DATABASE_URL', 'AMQP_URL', 'PORT', 'LOG_LEVEL'];
 
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 export interface EverdictNode {
   readonly child: ChildProcess;
@@ -75,7 +66,7 @@ export async function startEverdict(o: { args?: string[]; env: Record<string, st
   try {
     await Promise.race([
       eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, {
-        timeoutMs: o.readyTimeoutMs ?? 60_000,
+        timeoutMs: o.readyTimeoutMs ?? readinessBudgetMs(60_000),
         intervalMs: 100,
         what: `everdict start ${(o.args ?? []).join(' ')} ready on ${url}`,
       }),
@@ -103,3 +94,5 @@ export async function call(base: string, method: string, path: string, token?: s
   const text = await res.text();
   return { status: res.status, body: text.length ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
+
+export { freePort };

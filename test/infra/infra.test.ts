@@ -7,25 +7,26 @@
  * consistently, and the Dockerfile is multi-stage, non-root, exec-form and references files that
  * exist. live-metrics.test.ts checks the same catalog against the services' real processes.
  *
- * promtool: $PROMTOOL, /usr/bin/promtool or PATH. Missing promtool fails only under CI=true
- * (.ci/run installs Debian's `prometheus`). STRICT_METRICS=1 also fails while any catalogued
- * metric is still "planned".
+ * promtool: $PROMTOOL, else PATH (testkit's promtoolBinary); the checks that need it fail when it
+ * is missing (.ci/run installs Debian's `prometheus`). STRICT_METRICS=1 also fails while any
+ * catalogued metric is still "planned".
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { delimiter, dirname, join, posix, resolve } from 'node:path';
+import { dirname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { fleetConnectorProblems, loadConnectors } from '@everdict/execution-coordinator';
+import { fleetConnectorProblems, loadConnectors } from '@everdict/connectors';
 import { intakeMetrics } from '@everdict/intake';
 import { loadModelScript } from '@everdict/llm';
 import { reconcilerMetrics } from '@everdict/reconciler';
 import { ReadinessChecks, createMetrics, loadFleetConfig, startHttpServer } from '@everdict/service-kit';
 import { turnMetrics } from '@everdict/turn-worker';
+import { promtool } from '@everdict/testkit';
 import { baseMetricName, groupingLabels, metricNames } from './promql.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -98,26 +99,9 @@ const namesIn = (expr: string) => metricNames(expr).map((n) => baseMetricName(n,
 
 // --- promtool --------------------------------------------------------------------------------
 
-function findPromtool(): string | undefined {
-  const candidates = [process.env.PROMTOOL, '/usr/bin/promtool', ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'promtool'))];
-  return candidates.find((c): c is string => !!c && existsSync(c));
-}
-const PROMTOOL = findPromtool();
-
-/** Runs promtool; undefined when it is not installed (which only CI treats as a failure). */
-function promtool(args: string[], input?: string): { status: number | null; output: string } | undefined {
-  if (!PROMTOOL) {
-    if (process.env.CI === 'true') throw new Error('promtool is not installed (CI installs Debian package prometheus)');
-    console.warn(`promtool not found; skipped: promtool ${args.join(' ')}`);
-    return undefined;
-  }
-  const r = spawnSync(PROMTOOL, args, { cwd: ROOT, encoding: 'utf8', input, timeout: 60_000 });
-  return { status: r.status, output: `${r.stdout}${r.stderr}` };
-}
-
 function expectPromtoolOk(args: string[], input?: string): void {
-  const r = promtool(args, input);
-  if (r) expect(r.status, r.output).toBe(0);
+  const r = promtool(args, { cwd: ROOT, input });
+  expect(r.status, r.output).toBe(0);
 }
 
 /**
@@ -440,6 +424,17 @@ describe('infra/Dockerfile', () => {
   const runtime = stages.at(-1) ?? [];
   const one = (op: string) => runtime.filter((i) => i.op === op);
 
+  it('builds and runs on the Node.js major .ci/run tests on, named once by ARG NODE_IMAGE', () => {
+    const image = /^NODE_IMAGE=(\S+)$/.exec(instructions.find((i) => i.op === 'ARG' && i.args.startsWith('NODE_IMAGE='))?.args ?? '')?.[1];
+    const imageMajor = /^node:(\d+)-bookworm-slim$/.exec(image ?? '')?.[1];
+    const ciMajor = /^NODE_VERSION=(\d+)\.\d+\.\d+$/m.exec(readText('.ci', 'run'))?.[1];
+    expect(imageMajor, `NODE_IMAGE ${image}`).toBeDefined();
+    expect(imageMajor).toBe(ciMajor);
+    expect(stages.map((s) => s[0]!.args.split(/\s+/)[0])).toEqual(stages.map(() => '${NODE_IMAGE}'));
+    const engines = (readJson('package.json') as { engines: { node: string } }).engines.node;
+    expect(Number(/^>=(\d+)/.exec(engines)?.[1])).toBeLessThanOrEqual(Number(imageMajor));
+  });
+
   it('is multi-stage: builds with npm ci + npm run build, runs on production dependencies only', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     const build = stages.find((s) => /\bAS\s+build\b/i.test(s[0]!.args))!;
@@ -481,10 +476,13 @@ describe('infra/Dockerfile', () => {
         return new RegExp(`^${body}(?:/.*)?$`);
       });
     const ignored = (p: string) => ignore.some((re) => re.test(p));
-    // Paths the build stage copies into the runtime tree, plus what the runtime reads.
-    const assemble = stages.flat().filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
+    // Paths the build stage copies into the runtime tree (its RUN steps and the assembly script
+    // they run, whose OUT is /out), plus what the runtime reads.
+    const runs = stages.flat().filter((i) => i.op === 'RUN').map((i) => i.args);
+    expect(runs.join('\n')).toMatch(/\bsh infra\/assemble-image\.sh \/out\b/);
+    const assemble = [...runs, readText('infra', 'assemble-image.sh').replace(/"\$out\//g, '/out/')].join(' ');
     const copied = [...assemble.matchAll(/cp -a ((?:[\w./-]+ )+)\/out/g)].flatMap((m) => m[1]!.trim().split(/\s+/));
-    expect(copied).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'schemas', 'infra/healthcheck.mjs']));
+    expect(copied).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'schemas', 'infra/healthcheck.mjs', 'infra/config', 'rabbitmq/definitions.json']));
     for (const p of [...copied.filter((c) => c !== 'node_modules'), 'libs/store/migrations', 'bin/everdict.js']) {
       expect(existsSync(at(p)), `${p} exists`).toBe(true);
       expect(ignored(p), `${p} is excluded by .dockerignore`).toBe(false);

@@ -6,16 +6,15 @@
  * exports (with the catalogued type), and expose no everdict_ metric the catalog does not list
  * for that service. The processes are the compiled CLI (see test/embedded/node.ts).
  *
- * promtool: $PROMTOOL, /usr/bin/promtool or PATH; missing promtool fails under CI=true only.
+ * promtool: $PROMTOOL, else PATH (testkit's promtoolBinary); each check fails when it is missing.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteTopology, loadTopology } from '@everdict/bus';
-import { TEST_AMQP_URL, amqpPrefix, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, amqpPrefix, freshDatabase, promtool } from '@everdict/testkit';
 import { demoConnectorsFile } from '../../cli/src/demoNotes.js';
 import { REPO, startEverdict } from '../embedded/node.js';
 import type { EverdictNode } from '../embedded/node.js';
@@ -30,23 +29,6 @@ interface CatalogEntry {
 }
 const catalog = (JSON.parse(readFileSync(join(REPO, 'infra', 'metrics-catalog.json'), 'utf8')) as { metrics: CatalogEntry[] }).metrics;
 const byName = new Map(catalog.map((m) => [m.name, m]));
-
-function promtoolPath(): string | undefined {
-  const candidates = [process.env.PROMTOOL, '/usr/bin/promtool', ...(process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'promtool'))];
-  return candidates.find((c): c is string => !!c && existsSync(c));
-}
-const PROMTOOL = promtoolPath();
-
-/** promtool's verdict on a /metrics body; undefined when promtool is missing outside CI. */
-function checkMetrics(body: string): { status: number | null; output: string } | undefined {
-  if (!PROMTOOL) {
-    if (process.env.CI === 'true') throw new Error('promtool is not installed (CI installs Debian package prometheus)');
-    console.warn('promtool not found; skipped: promtool check metrics');
-    return undefined;
-  }
-  const r = spawnSync(PROMTOOL, ['check', 'metrics'], { input: body, encoding: 'utf8', timeout: 60_000 });
-  return { status: r.status, output: `${r.stdout}${r.stderr}` };
-}
 
 const typesOn = (body: string) => new Map([...body.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
 
@@ -92,8 +74,8 @@ describe('live /metrics of every service, as the fleet and the embedded node run
       const res = await fetch(`${node.url}/metrics`);
       expect(res.status).toBe(200);
       const body = await res.text();
-      const verdict = checkMetrics(body);
-      if (verdict) expect(verdict.status, verdict.output).toBe(0);
+      const verdict = promtool(['check', 'metrics'], { input: body });
+      expect(verdict.status, verdict.output).toBe(0);
 
       // The embedded node runs every service, so it exports everything any of them does.
       const service = name === 'embedded' ? 'everdict' : name;

@@ -1,5 +1,5 @@
 /**
- * The standalone intake process (`services/intake/src/main.ts`): boots from the environment
+ * Intake as compose runs it (`everdict start --service intake`): boots from the environment
  * (fleet config + sources file naming its secret by variable), serves a signed webhook, drains
  * on SIGTERM with exit 0 — and the webhook secret and bearer token never reach its logs.
  */
@@ -13,7 +13,7 @@ import amqplib from 'amqplib';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { freePort } from '../../libs/intake-sources/test/dovecot.js';
-import { TEST_AMQP_URL, amqpPrefix, eventually, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs } from '@everdict/testkit';
 import { TOKENS, call, fleetConfig } from './helpers.js';
 
 const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
@@ -29,7 +29,7 @@ afterAll(async () => {
   await drop?.();
 });
 
-describe('intake main.ts', () => {
+describe('everdict start --service intake', () => {
   it('boots, opens a case from a signed webhook, keeps secrets out of its logs, exits 0 on SIGTERM', async () => {
     const database = await freshDatabase('intake_main');
     drop = database.drop;
@@ -40,7 +40,7 @@ describe('intake main.ts', () => {
       JSON.stringify({ webhooks: [{ name: 'desk', caseType: 'support', secretsEnv: ['DESK_SECRET'], signature: { kind: 'hmac-sha256', header: 'X-Sig', encoding: 'hex' }, mapping: { kind: 'generic', id: { header: 'X-Delivery' }, title: '/subject' }, customer: 'acme' }] }),
     );
     const port = await freePort();
-    const child = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', 'services/intake/src/main.ts'], {
+    const child = spawn(process.execPath, everdictStartArgs(['intake']), {
       cwd: REPO,
       env: { ...process.env, DATABASE_URL: database.url, AMQP_URL: TEST_AMQP_URL, EVERDICT_CONFIG: join(dir, 'fleet.json'), EVERDICT_INTAKE_SOURCES: join(dir, 'sources.json'), DESK_SECRET: SECRET, EVERDICT_AMQP_PREFIX: prefix, PORT: String(port), LOG_LEVEL: 'debug' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -51,7 +51,7 @@ describe('intake main.ts', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
       const url = `http://127.0.0.1:${port}`;
-      await eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs: 30_000, what: 'intake ready' });
+      await eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs: readinessBudgetMs(), what: 'intake ready' });
       const body = JSON.stringify({ subject: 'Cannot log in' });
       const sig = createHmac('sha256', SECRET).update(body).digest('hex');
       const opened = await call(url, 'POST', '/v1/intake/desk', { raw: body, headers: { 'content-type': 'application/json', 'x-sig': sig, 'x-delivery': 'd-1' } });

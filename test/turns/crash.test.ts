@@ -1,15 +1,18 @@
 /**
- * Acceptance (issue 4), the crash matrix: a turn-worker process is SIGKILLed at each journal
+ * Acceptance, the crash matrix: a turn-worker process is SIGKILLed at each journal
  * point — after the intent before the model call, after the model call before its response is
  * persisted, after the response before tool results, after tool results before the commit,
  * after the commit before the ack — five times per point, while a second worker keeps running.
  * Every case completes; no checkpoint is skipped; no completed read runs again; the model is
- * re-asked only for a turn whose response was never persisted; every ledger verifies.
+ * re-asked only for a turn whose response was never persisted; every ledger verifies. Reads are
+ * observed through the workers' tool trace (LOG_LEVEL=debug, `tool started` lines on stdout):
+ * written at execution time, outside the turn's unit of work, and kept across a SIGKILL.
  */
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CRASH_POINTS } from '@everdict/turn-worker';
+import { recordStream, toolTrace } from '@everdict/testkit';
 import { call, eventually, modelAsks, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 const KILLS_PER_POINT = 5;
@@ -20,6 +23,13 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
   let steady: WorkerProc;
   let modelLog: string;
   let crashLog: string;
+  /** Each worker's whole stdout since it started (the fixture keeps only a tail). */
+  const outputs: (() => string)[] = [];
+  const traced = async (name: string, env: Record<string, string>): Promise<WorkerProc> => {
+    const w = await fx.worker(name, { LOG_LEVEL: 'debug', ...env });
+    outputs.push(recordStream(w.proc.stdout!, w.output()));
+    return w;
+  };
   beforeAll(async () => {
     fx = await turnsFixture(
       'turns_crash',
@@ -32,7 +42,7 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
     fx.writeScript('main', [...Array.from({ length: TURNS - 1 }, (_, i) => call(['lookup', { page: i }])), say('resolved')]);
     modelLog = join(fx.dir, 'model.log');
     crashLog = join(fx.dir, 'crash.log');
-    steady = await fx.worker('steady', { EVERDICT_MODEL_LOG: modelLog });
+    steady = await traced('steady', { EVERDICT_MODEL_LOG: modelLog });
   }, 60_000);
   afterAll(async () => fx?.close());
 
@@ -47,7 +57,7 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
         // Vary which arrival dies, so kills land on different turns (and, for after_commit, on
         // claims as well as on turn commits).
         const nth = point === 'after_commit' ? k + 1 : (k % 3) + 1;
-        const victim = await fx.worker(`victim-${point}-${k}`, { EVERDICT_CRASHPOINT: `${point}:${nth}`, EVERDICT_CRASH_LOG: crashLog, EVERDICT_MODEL_LOG: modelLog });
+        const victim = await traced(`victim-${point}-${k}`, { EVERDICT_CRASHPOINT: `${point}:${nth}`, EVERDICT_CRASH_LOG: crashLog, EVERDICT_MODEL_LOG: modelLog });
         // Feed work until the victim reaches its point and dies (the steady worker takes some too).
         for (let round = 0; ; round++) {
           await open(2);
@@ -79,16 +89,19 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
     expect(cps).toHaveLength(cases.length);
     for (const c of cps) expect(c.turns, c.task_id).toEqual(Array.from({ length: TURNS }, (_, i) => i + 1));
 
-    // No completed read ran again: every real execution of a read happened before its call was
-    // completed in the journal, under an id the journal allocated before dispatch.
-    const reads = await fx.rows<{ call_id: string; executed_at: Date; status: string | null; completed_at: Date | null }>(
-      `SELECT p.call_id, p.executed_at, c.status, c.completed_at FROM probe_executions p LEFT JOIN runtime_calls c ON c.id = p.call_id`,
-    );
+    // No completed read ran again: every real execution of a read (a `tool started` line, from a
+    // living or a killed worker) happened before its call was completed in the journal, under an
+    // id the journal allocated before dispatch.
+    const reads = outputs.flatMap((o) => toolTrace(o())).filter((e) => e.event === 'started');
     expect(reads.length).toBeGreaterThanOrEqual(cases.length * (TURNS - 1));
+    const journalled = new Map(
+      (await fx.rows<{ id: string; status: string; completed_at: Date | null }>('SELECT id, status, completed_at FROM runtime_calls WHERE id = ANY($1::uuid[])', [[...new Set(reads.map((r) => r.callId))]])).map((r) => [r.id, r]),
+    );
     for (const r of reads) {
-      expect(r.status, `execution of ${r.call_id} has a journal row`).not.toBeNull();
-      expect(r.status).toBe('completed');
-      expect(r.executed_at.getTime(), `read ${r.call_id} ran after it completed`).toBeLessThanOrEqual(r.completed_at!.getTime());
+      const c = journalled.get(r.callId);
+      expect(c, `execution of ${r.callId} has a journal row`).toBeDefined();
+      expect(c!.status).toBe('completed');
+      expect(r.at, `read ${r.callId} ran after it completed`).toBeLessThanOrEqual(c!.completed_at!.getTime());
     }
     const completedReads = await fx.rows<{ n: number }>("SELECT count(*)::int AS n FROM runtime_calls WHERE kind = 'read' AND status = 'completed'");
     expect(completedReads[0]!.n).toBe(cases.length * (TURNS - 1));

@@ -1,12 +1,11 @@
 /**
  * Cross-process fixtures for the turn-worker: a migrated database and a broker name prefix of
  * the test file's own, a fleet config + model scripts in a scratch folder, and real worker
- * processes (`node --conditions=source --import tsx services/turn-worker/src/main.ts`) that can
+ * processes (`everdict start --service turn-worker`, from source) that can
  * be SIGKILLed, SIGSTOPped and SIGCONTinued. Everything on the broker is deleted at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,11 +15,10 @@ import type { CurrentVersion, FleetConfig, MessageType, PayloadOf } from '@everd
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { TEST_AMQP_URL, TEST_DATABASE_URL, amqpPrefix, eventually, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, TEST_DATABASE_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
 import { openCaseWithRootTask } from '@everdict/turn-worker';
 
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
-const MAIN = join(REPO, 'services/turn-worker/src/main.ts');
 
 export interface ScriptStep {
   text?: string | null;
@@ -61,16 +59,6 @@ export interface TurnsFixture {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
-  });
-}
 
 export async function turnsFixture(label: string, config: FleetConfig): Promise<TurnsFixture> {
   const info = await freshDatabase(label);
@@ -100,7 +88,7 @@ export async function turnsFixture(label: string, config: FleetConfig): Promise<
     },
     async worker(name, env = {}) {
       const port = await freePort();
-      const proc = spawn(process.execPath, ['--conditions=source', '--import', 'tsx', MAIN], {
+      const proc = spawn(process.execPath, everdictStartArgs(['turn-worker']), {
         cwd: REPO,
         env: {
           ...process.env,
@@ -160,7 +148,7 @@ export async function turnsFixture(label: string, config: FleetConfig): Promise<
           const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null);
           return r?.status === 200;
         },
-        { timeoutMs: 30_000, intervalMs: 100, what: `worker ${name} ready` },
+        { timeoutMs: readinessBudgetMs(), intervalMs: 100, what: `worker ${name} ready` },
       ).catch((err: unknown) => {
         throw new Error(`${String(err)}\n${out.slice(-3000)}`);
       });
@@ -194,12 +182,12 @@ export async function turnsFixture(label: string, config: FleetConfig): Promise<
   return fx;
 }
 
-/** A fleet config for tests: scripted routes over the given scripts, a probe read tool. */
+/** A fleet config for tests: scripted routes over the given scripts, a static read tool. */
 export function testConfig(p: { routes: Record<string, string>; profiles: FleetConfig['profiles']; caseTypes?: FleetConfig['caseTypes']; runtime?: FleetConfig['runtime']; tools?: FleetConfig['tools'] }): FleetConfig {
   return {
     version: 1,
     routes: Object.fromEntries(Object.entries(p.routes).map(([name, script]) => [name, { adapter: 'scripted' as const, model: `script-${name}`, scriptPath: script }])),
-    tools: p.tools ?? { lookup: { builtin: 'probe', description: 'Look something up in the knowledge base.', output: 'found: the answer is 42' } },
+    tools: p.tools ?? { lookup: { builtin: 'static', description: 'Look something up in the knowledge base.', output: 'found: the answer is 42' } },
     profiles: p.profiles,
     caseTypes: p.caseTypes ?? { ticket: { rootProfile: Object.keys(p.profiles)[0]!, scope: { reads: 'all', writes: [], forbidden: [] } } },
     runtime: { leaseTtlMs: 1500, sweepIntervalMs: 250, ...(p.runtime ?? {}) },

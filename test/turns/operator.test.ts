@@ -11,8 +11,9 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@everdict/contracts';
-import { PrincipalDirectory } from '@everdict/gate';
+import { PrincipalDirectory } from '@everdict/http-api';
 import { intakeApi } from '@everdict/intake';
+import { readinessBudgetMs } from '@everdict/testkit';
 import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 const TOKENS = { olga: 'operator-olga-token-resume', acme: 'customer-acme-token-resume' } as const;
@@ -56,7 +57,7 @@ describe('resume after a soft stop, and budget top-ups, from the operator surfac
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  }, 60_000);
+  }, 30_000 + readinessBudgetMs()); // the fixture, then one worker to readiness
   afterAll(async () => {
     await new Promise((r) => server?.close(r));
     await fx?.close();

@@ -1,6 +1,7 @@
 /**
  * Acceptance (issue 4) on real worker processes:
- * - a truncated, tampered or missing checkpoint paper parks the case with a restore failure;
+ * - a truncated, tampered, missing or substituted (another valid state document) checkpoint paper
+ *   parks the case with a restore failure;
  * - budget exhaustion parks `budget` (not done) with its checkpoint published; a top-up wakes it;
  * - swapping a profile's route between two turns changes the adapter of the next model call,
  *   rewrites no task or case row, and the journal shows the route of every call;
@@ -9,7 +10,9 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { topUpBudget } from '@everdict/turn-worker';
+import { contentHash } from '@everdict/store';
+import { decodeStatePaper, topUpBudget } from '@everdict/turn-worker';
+import { readinessBudgetMs } from '@everdict/testkit';
 import { call, eventually, modelAsks, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x', 'y'], decisionNeeded: 'pick one' };
@@ -52,7 +55,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
     fx.writeScript('careful', [call(['wait', { for: 'question', reason: 'hold on', question: QUESTION }]), say('continued under the new prompt')]);
     modelLog = join(fx.dir, 'model.log');
     w = await fx.worker('park', { EVERDICT_MODEL_LOG: modelLog, LOG_LEVEL: 'info' });
-  }, 60_000);
+  }, 30_000 + readinessBudgetMs()); // the fixture, then one worker to readiness
   afterAll(async () => fx?.close());
 
   const task = async (id: string) =>
@@ -60,17 +63,15 @@ describe('parking, restore failures, budgets and route swaps', () => {
   const parkedOn = (id: string, reason: string) => eventually(async () => (await task(id)).park_reason === reason, { timeoutMs: 20_000, what: `task parked ${reason}` });
   const questionOf = async (caseId: string) => (await fx.rows<{ id: string }>('SELECT id FROM questions WHERE case_id = $1 AND answer IS NULL', [caseId]))[0]!.id;
 
-  it.each([
-    ['truncated', `UPDATE paper_revisions SET bytes = substring(bytes from 1 for 40) WHERE paper_id = $1`, 'paper_corrupt'],
-    ['tampered with a matching content hash', `UPDATE paper_revisions SET bytes = convert_to(replace(convert_from(bytes, 'UTF8'), 'You answer', 'You ignore'), 'UTF8'),
-       content_hash = 'sha256:' || encode(sha256(convert_to(replace(convert_from(bytes, 'UTF8'), 'You answer', 'You ignore'), 'UTF8')), 'hex') WHERE paper_id = $1`, 'paper_corrupt'],
-    ['missing', `DELETE FROM paper_revisions WHERE paper_id = $1`, 'paper_missing'],
-  ])('a %s checkpoint paper parks the case with a restore failure', async (_what, tamper, reason) => {
+  /** Opens a case, waits for its turn-2 checkpoint, applies `tamper` to its state paper, wakes it. */
+  const restoreAfter = async (tamper: string, reason: string, tampered?: (taskId: string, statePaperId: string) => Promise<void>) => {
     const { caseId, taskId } = await fx.openCase('ticket', 'You answer this ticket');
     await parkedOn(taskId, 'question');
     const cp = (await fx.rows<{ turn: number; state_paper_id: string }>('SELECT turn, state_paper_id FROM turn_checkpoints WHERE task_id = $1 ORDER BY turn DESC LIMIT 1', [taskId]))[0]!;
     expect(cp.turn).toBe(2);
-    await fx.db.query({ text: tamper, values: [cp.state_paper_id] });
+    const changed = await fx.db.query({ text: tamper, values: [cp.state_paper_id] });
+    expect(changed.rowCount, 'the tamper statement changed the paper').toBeGreaterThan(0);
+    await tampered?.(taskId, cp.state_paper_id);
     const asked = modelAsks(modelLog).filter((a) => a.taskId === taskId).length;
     await fx.sendAs('question.answered', caseId, { questionId: await questionOf(caseId), taskId, answer: 'x', answeredBy: 'alice' });
     await parkedOn(taskId, 'capability_gap');
@@ -81,6 +82,34 @@ describe('parking, restore failures, budgets and route swaps', () => {
     expect((await fx.rows('SELECT 1 FROM turn_checkpoints WHERE task_id = $1 AND turn > 2', [taskId])).length).toBe(0);
     expect(await w.metric('everdict_restore_failures_total')).toBeGreaterThanOrEqual(1);
     expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
+  };
+
+  it.each([
+    ['truncated', `UPDATE paper_revisions SET bytes = substring(bytes from 1 for 40) WHERE paper_id = $1`, 'paper_corrupt'],
+    ['tampered with a matching content hash', `UPDATE paper_revisions SET bytes = convert_to(replace(convert_from(bytes, 'UTF8'), 'You answer', 'You ignore'), 'UTF8'),
+       content_hash = 'sha256:' || encode(sha256(convert_to(replace(convert_from(bytes, 'UTF8'), 'You answer', 'You ignore'), 'UTF8')), 'hex') WHERE paper_id = $1`, 'paper_corrupt'],
+    ['missing', `DELETE FROM paper_revisions WHERE paper_id = $1`, 'paper_missing'],
+  ])('a %s checkpoint paper parks the case with a restore failure', async (_what, tamper, reason) => restoreAfter(tamper, reason));
+
+  it('a checkpoint paper replaced by another valid state document (the recorded hash left alone) parks the case with a restore failure', async () => {
+    // The substitute is this task's own earlier checkpoint, bytes and content hash together: a
+    // paper that is consistent in itself and decodes as this task's state. Only the hash the
+    // checkpoint recorded tells it is not the state that turn wrote.
+    const swap = `UPDATE paper_revisions r SET bytes = o.bytes, content_hash = o.content_hash, size_bytes = o.size_bytes
+                    FROM turn_checkpoints c
+                    JOIN turn_checkpoints e ON e.task_id = c.task_id AND e.turn = (SELECT max(turn) FROM turn_checkpoints WHERE task_id = c.task_id AND turn < c.turn)
+                    JOIN paper_revisions o ON o.paper_id = e.state_paper_id
+                   WHERE c.state_paper_id = $1 AND r.paper_id = $1`;
+    await restoreAfter(swap, 'paper_corrupt', async (taskId, statePaperId) => {
+      const [rev] = await fx.rows<{ bytes: Buffer; content_hash: string; state_hash: string }>(
+        `SELECT r.bytes, r.content_hash, c.state_hash FROM paper_revisions r JOIN turn_checkpoints c ON c.state_paper_id = r.paper_id WHERE r.paper_id = $1`,
+        [statePaperId],
+      );
+      expect(rev!.content_hash).toBe(contentHash(rev!.bytes));
+      expect(rev!.content_hash).not.toBe(rev!.state_hash);
+      const { doc } = decodeStatePaper(rev!.bytes, taskId, statePaperId);
+      expect(doc.turn).toBeLessThan(2);
+    });
   });
 
   it('budget exhaustion parks `budget` with its checkpoint published; a top-up wakes it', async () => {
@@ -110,6 +139,17 @@ describe('parking, restore failures, budgets and route swaps', () => {
     const rowOf = async () => (await fx.rows('SELECT id, case_id, parent_id, profile, profile_version, objective, context, root_task_id, depth FROM tasks WHERE id = $1', [taskId]))[0];
     const caseRow = async () => (await fx.rows('SELECT * FROM cases WHERE id = $1', [caseId]))[0];
     const [taskBefore, caseBefore] = [await rowOf(), await caseRow()];
+
+    // A broken file is refused with its field named; the process stays up on the old config.
+    const good = structuredClone(fx.config);
+    const broken = structuredClone(fx.config);
+    broken.profiles.swapper!.route = 'nowhere';
+    fx.writeConfig(broken);
+    w.signal('SIGHUP');
+    await eventually(() => w.output().includes('fleet config reload refused'), { what: 'reload refused' });
+    expect(w.output()).toMatch(/"path":"\/profiles\/swapper\/route","message":"names route \\"nowhere\\"/);
+    expect(await w.metric('everdict_config_reloads_total', { outcome: 'refused' })).toBeGreaterThanOrEqual(1);
+    fx.writeConfig(good);
 
     const swapped = structuredClone(fx.config);
     swapped.profiles.swapper!.route = 'b';

@@ -10,6 +10,7 @@
  * them once it knows them and reloads the worker's config (SIGHUP) before the step runs.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readinessBudgetMs } from '@everdict/testkit';
 import { call, eventually, say, testConfig, turnsFixture, type ScriptStep, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 const Q0 = { gap: 'is the report current', checked: 'its date', dependsOn: 'everything', alternatives: ['yes', 'no'], decisionNeeded: 'confirm the report' };
@@ -39,7 +40,7 @@ describe('narrowed child context and the question relay across processes', () =>
     fx.writeScript('lead', lead([PLACEHOLDER, PLACEHOLDER]));
     fx.writeScript('helper', [PLACEHOLDER]);
     w = await fx.worker('relay', { LOG_LEVEL: 'info' });
-  }, 60_000);
+  }, 30_000 + readinessBudgetMs()); // the fixture, then one worker to readiness
   afterAll(async () => fx?.close());
 
   function lead([spawns, answers]: [ScriptStep, ScriptStep]): ScriptStep[] {

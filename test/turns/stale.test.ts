@@ -1,19 +1,27 @@
 /**
- * Acceptance (issue 4): a worker stopped (SIGSTOP) past its lease loses the task to another
+ * Acceptance: a worker stopped (SIGSTOP) past its lease loses the task to another
  * worker; when it is continued (SIGCONT) its writes are refused — StaleFence, counted in
- * everdict_store_stale_fence_total — and nothing it produced lands.
+ * everdict_store_stale_fence_total — and nothing it produced lands. The read is observed through
+ * the workers' tool trace (LOG_LEVEL=debug, `tool started` lines on stdout, written when it runs).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, eventually, say, testConfig, turnsFixture, type TurnsFixture } from './helpers.js';
+import { recordStream, toolTrace } from '@everdict/testkit';
+import { call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 describe('a stalled worker past its lease', () => {
   let fx: TurnsFixture;
+  /** A worker tracing its tool calls, and the `tool started` lines it wrote for `taskId` so far. */
+  const traced = async (name: string) => {
+    const w: WorkerProc = await fx.worker(name, { LOG_LEVEL: 'debug' });
+    const out = recordStream(w.proc.stdout!, w.output());
+    return { w, starts: (taskId: string) => toolTrace(out()).filter((e) => e.event === 'started' && e.taskId === taskId) };
+  };
   beforeAll(async () => {
     fx = await turnsFixture(
       'turns_stale',
       testConfig({
         routes: { main: 'main.json' },
-        tools: { slow: { builtin: 'probe', description: 'A slow lookup.', output: 'slow result', delayMs: 2500 } },
+        tools: { slow: { builtin: 'static', description: 'A slow lookup.', output: 'slow result', delayMs: 2500 } },
         profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['slow'] } },
         runtime: { leaseTtlMs: 1000, sweepIntervalMs: 200 },
       }),
@@ -23,17 +31,19 @@ describe('a stalled worker past its lease', () => {
   afterAll(async () => fx?.close());
 
   it('refuses the stale worker’s writes after another worker took over', async () => {
-    const stale = await fx.worker('stale');
+    const { w: stale, starts: staleStarts } = await traced('stale');
     const { caseId, taskId } = await fx.openCase('ticket', 'a slow ticket');
     // The stale worker is inside the tool call (its response and tool intent are committed).
-    await eventually(async () => (await fx.rows('SELECT 1 FROM probe_executions WHERE task_id = $1', [taskId])).length === 1, { what: 'tool started' });
+    await eventually(() => staleStarts(taskId).length === 1, { what: 'tool started' });
     const claimed = (await fx.rows<{ fence_epoch: number; lease_owner: string }>('SELECT fence_epoch, lease_owner FROM tasks WHERE id = $1', [taskId]))[0]!;
     expect(claimed.lease_owner).toMatch(/^stale:/);
     stale.signal('SIGSTOP');
+    let freshStarts: typeof staleStarts;
     try {
-      const fresh = await fx.worker('fresh');
+      const fresh = await traced('fresh');
+      freshStarts = fresh.starts;
       await eventually(async () => (await fx.rows<{ state: string }>('SELECT state FROM tasks WHERE id = $1', [taskId]))[0]!.state === 'done', { timeoutMs: 20_000, what: 'the fresh worker finished the task' }).catch((e: unknown) => {
-        throw new Error(`${String(e)}\n${fresh.output().slice(-3000)}`);
+        throw new Error(`${String(e)}\n${fresh.w.output().slice(-3000)}`);
       });
       const after = (await fx.rows<{ fence_epoch: number }>('SELECT fence_epoch FROM tasks WHERE id = $1', [taskId]))[0]!;
       expect(after.fence_epoch).toBe(claimed.fence_epoch + 1);
@@ -58,9 +68,11 @@ describe('a stalled worker past its lease', () => {
     const turns = await fx.rows<{ body: { epoch: number } }>("SELECT body FROM ledger WHERE case_id = $1 AND kind = 'turn'", [caseId]);
     expect(turns.map((t) => t.body.epoch)).toEqual([claimed.fence_epoch + 1, claimed.fence_epoch + 1]);
     expect((await fx.rows<{ state: string }>('SELECT state FROM tasks WHERE id = $1', [taskId]))[0]!.state).toBe('done');
-    // The read ran twice (the stale run never completed it) under the same call id; the model was asked once.
-    const reads = await fx.rows<{ call_id: string }>('SELECT call_id FROM probe_executions WHERE task_id = $1', [taskId]);
-    expect(new Set(reads.map((r) => r.call_id)).size).toBe(1);
+    // The read ran twice (the stale run never completed it), once per worker, under the same call id.
+    const reads = [...staleStarts(taskId), ...freshStarts(taskId)];
+    expect(staleStarts(taskId)).toHaveLength(1);
+    expect(freshStarts(taskId)).toHaveLength(1);
+    expect(new Set(reads.map((r) => r.callId)).size).toBe(1);
     expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
   }, 90_000);
 });

@@ -23,7 +23,7 @@ describe('kernel over HTTP adapters', () => {
   it('Chat Completions: retries 429/500/malformed, feeds back bad arguments, completes', async () => {
     const crm = probeTool('crm_get', { output: 'Ada Lovelace', inputSchema: { type: 'object', required: ['id'], properties: { id: { type: 'integer' } } } });
     const h = harness([], [crm], { policy: { modelAttempts: 3 } });
-    const model = createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, timeoutMs: 500 });
+    const model = createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, timeoutMs: 10_000 });
     server.received.length = 0;
     server.reply(
       { status: 429, body: '{"error":{"message":"slow down"}}' },
@@ -48,7 +48,7 @@ describe('kernel over HTTP adapters', () => {
 
   it('Chat Completions: 500 on every attempt suspends the run as provider_down', async () => {
     const h = harness([], [probeTool('crm_get')]);
-    const model = createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, timeoutMs: 500 });
+    const model = createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, timeoutMs: 10_000 });
     server.reply({ status: 500, body: 'a' }, { status: 502, body: 'b' }, { status: 503, body: 'c' });
     const r = await runToSettlement({ ...h.deps, model }, h.ctx, h.start);
     expect(r.settlement).toMatchObject({ kind: 'suspended', parkReason: 'provider_down' });
@@ -58,10 +58,12 @@ describe('kernel over HTTP adapters', () => {
   it('Anthropic Messages: a timeout is retried, tool_use runs, tool_result goes back', async () => {
     const crm = probeTool('crm_get', { output: 'Ada' });
     const h = harness([], [crm]);
-    const model = createModelClient('msgs', { adapter: 'anthropic', model: 'claude-test', baseUrl: server.baseUrl, timeoutMs: 300 });
+    // The first reply outlasts the timeout many times over; the replies after it must fit in it
+    // however loaded the machine.
+    const model = createModelClient('msgs', { adapter: 'anthropic', model: 'claude-test', baseUrl: server.baseUrl, timeoutMs: 2_000 });
     server.received.length = 0;
     server.reply(
-      { status: 200, body: '{}', delayMs: 1000 },
+      { status: 200, body: '{}', delayMs: 8_000 },
       { status: 200, body: message([{ type: 'tool_use', id: 'toolu_1', name: 'crm_get', input: { id: 7 } }], { input_tokens: 20, output_tokens: 6 }) },
       { status: 200, body: message([{ type: 'text', text: 'It is Ada.' }], { input_tokens: 30, output_tokens: 4 }) },
     );

@@ -28,3 +28,4 @@ export { classifyExecuteFailure, classifyCheckFailure, sqlState } from './postgr
 export { compileTemplate, PG_CASTS } from './postgres/template.js';
 export { DEFAULT_RECEIPTS_TABLE, RECEIPT_OUTCOMES } from './postgres/receipts.js';
 export type { ReceiptOutcome } from './postgres/receipts.js';
+export * from './connectorSet.js';

@@ -13,7 +13,7 @@
  * - fence epoch: incremented on every claim; every later write names it, so a stale worker's
  *   writes are refused (`StaleFence`).
  * - paper: content-addressed bytes with a schema id (requests, responses, checkpoints, summaries).
- * - park: a task waiting for a named reason class; the class decides what wakes it.
+ * - park: a task waiting for a named reason class; the class decides what wakes it (PARK_CLASSES).
  * - gate: the set of decisions an effect packet needs from role holders.
  * - grant: authority bound to one packet digest, reserved by exactly one journal call.
  * - packet: the exact, digest-bound description of one proposed effect.
@@ -22,6 +22,7 @@
  *   partly_applied or unknown, plus how that was established.
  */
 export * from './states.js';
+export * from './park.js';
 export * from './canonical.js';
 export * from './ids.js';
 export * from './errors.js';

@@ -1,25 +1,13 @@
 /**
- * Closed state sets of the engine. Each is an `as const` tuple plus its derived union; the
- * store's CHECK constraints are rendered from these same tuples (see `sqlCheckList`), so the
- * code and the schema can never disagree about what a state is.
+ * Closed state sets of the engine. Each is an `as const` tuple plus its derived union. The
+ * store's migrations spell the same values out literally in CHECK constraints (a released
+ * migration never changes), and libs/store's migrate test fails, naming the list, while a tuple
+ * here and the migrated schema disagree: a new value needs a new migration.
  */
 
 /** TASKS.state (§11.1): the closed engine states. Modules extend outcomes, never this list. */
 export const TASK_STATES = ['open', 'running', 'parked', 'done', 'failed', 'cancelled'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
-
-/** TASKS.park_reason (§11.4, D66): the class decides what wakes a parked task. */
-export const PARK_REASONS = [
-  'question',
-  'gate',
-  'sub_case',
-  'connector_down',
-  'provider_down',
-  'budget',
-  'capability_gap',
-  'children',
-] as const;
-export type ParkReason = (typeof PARK_REASONS)[number];
 
 /** RUNTIME_CALLS.status: the journal's view of one model or tool call. */
 export const CALL_STATUSES = ['intent', 'completed', 'failed', 'unknown', 'refused', 'shadowed'] as const;
@@ -57,7 +45,7 @@ export function isOneOf<T extends string>(set: readonly T[], value: unknown): va
   return typeof value === 'string' && (set as readonly string[]).includes(value);
 }
 
-/** Renders a tuple as a SQL list for a CHECK constraint: `'a', 'b'`. Values are our own constants. */
+/** Renders a tuple as a SQL list (`'a', 'b'`) for a CHECK or an IN filter. Values are our own constants. */
 export function sqlCheckList(set: readonly string[]): string {
   return set.map((s) => `'${s.replace(/'/g, "''")}'`).join(', ');
 }
@@ -69,6 +57,11 @@ export type SenderService = (typeof SENDER_SERVICES)[number];
 /** `task.cancel` mode (§7): hard refuses new effects at dispatch now; soft parks at the next checkpoint. */
 export const CANCEL_MODES = ['hard', 'soft'] as const;
 export type CancelMode = (typeof CANCEL_MODES)[number];
+
+/** The stop in force on a case after `requested` is asked on top of `current`: a stop never weakens. */
+export function stopAfter(current: CancelMode | null, requested: CancelMode): CancelMode {
+  return current === 'hard' ? 'hard' : requested;
+}
 
 /** `task.runnable` reason: why a task may have work to do. */
 export const RUNNABLE_REASONS = ['opened', 'child_finished', 'answered', 'decided', 'outcome', 'woken', 'retry'] as const;

@@ -16,6 +16,7 @@
  *   directory lock is released).
  */
 import { InProcessTransport, OutboxRelay, loadTopology } from '@everdict/bus';
+import type { Topology } from '@everdict/bus';
 import { busMetricsSink, storeMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
 import { Store, createPgliteDb, migrate } from '@everdict/store';
@@ -26,6 +27,8 @@ export interface EmbeddedSubstrateOptions {
   dataDir: string;
   /** Topology name prefix (default "everdict"); only names the in-memory queues here. */
   amqpPrefix?: string;
+  /** The topology, loaded and validated by the caller; default: loaded here with `amqpPrefix`. */
+  topology?: Topology;
   /** Relay poll interval when no notification arrives, in ms (default 1000). */
   relayPollMs?: number;
 }
@@ -43,7 +46,7 @@ export async function openEmbeddedSubstrate(ctx: ServiceContext, opts: EmbeddedS
   if (migrated.applied.length) ctx.logger.info({ applied: migrated.applied }, 'migrations applied');
   const store = new Store(db, { metrics: storeMetricsSink(ctx.metrics) });
 
-  const transport = new InProcessTransport(loadTopology({ prefix: opts.amqpPrefix ?? 'everdict' }));
+  const transport = new InProcessTransport(opts.topology ?? loadTopology({ prefix: opts.amqpPrefix ?? 'everdict' }));
   ctx.onShutdown('in-process transport', () => transport.close());
   ctx.addReadinessCheck('transport', () => transport.isReady());
 

@@ -6,7 +6,7 @@
  * before the pool.
  */
 import { connectAmqp, loadTopology, startOutboxRelay } from '@everdict/bus';
-import type { OutboxRelay, Transport } from '@everdict/bus';
+import type { OutboxRelay, Topology, Transport } from '@everdict/bus';
 import { busMetricsSink, storeMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
 import { Store, createPgDb, migrate } from '@everdict/store';
@@ -17,6 +17,8 @@ export interface SubstrateOptions {
   amqpUrl: string;
   /** Broker name prefix (default "everdict"): tests and side-by-side fleets use their own. */
   amqpPrefix?: string;
+  /** The broker topology, loaded and validated by the caller; default: loaded here with `amqpPrefix`. */
+  topology?: Topology;
   /** Pool size (default 10). */
   poolSize?: number;
   /** Run the outbox relay in this process (default true). */
@@ -39,7 +41,7 @@ export async function openSubstrate(ctx: ServiceContext, opts: SubstrateOptions)
   const store = new Store(db, { metrics: storeMetricsSink(ctx.metrics) });
 
   const prefix = opts.amqpPrefix ?? 'everdict';
-  const transport = await connectAmqp({ url: opts.amqpUrl, topology: loadTopology({ prefix }), connectionName: `${prefix}-${ctx.name}-${process.pid}`, logger: ctx.logger });
+  const transport = await connectAmqp({ url: opts.amqpUrl, topology: opts.topology ?? loadTopology({ prefix }), connectionName: `${prefix}-${ctx.name}-${process.pid}`, logger: ctx.logger });
   ctx.onShutdown('broker', () => transport.close());
   ctx.addReadinessCheck('broker', () => transport.isReady());
 

@@ -5,25 +5,17 @@
  * stopped by the test; `stop()` + `start()` on the same instance restarts it on the same port
  * with the same mail, which is how the tests make "the server goes away and comes back".
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import path from 'node:path';
+import { readinessBudgetMs, requireTool, freePort } from '@everdict/testkit';
 
-const CANDIDATES = ['/usr/sbin/dovecot', '/usr/local/sbin/dovecot', '/usr/bin/dovecot'];
-
-/** The dovecot binary, or a clear failure telling how to install it. */
+/** The dovecot binary (PATH, then the sbin folders Debian installs it in), or a clear failure. */
 export function dovecotBinary(): string {
-  const found = CANDIDATES.find((p) => existsSync(p)) ?? (spawnSync('sh', ['-c', 'command -v dovecot'], { encoding: 'utf8' }).stdout.trim() || undefined);
-  if (found === undefined) {
-    throw new Error(
-      'dovecot is not installed: the mailbox monitor integration tests need a real IMAP server. ' +
-        'Install it with `apt-get install -y dovecot-imapd` (.ci/run does this when CI=true).',
-    );
-  }
-  return found;
+  return requireTool('dovecot', { debianPackage: 'dovecot-imapd', extraDirs: ['/usr/sbin', '/usr/local/sbin'] });
 }
 
 /** Signals the process group this file started (never anything else); a gone group is fine. */
@@ -35,17 +27,6 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   }
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 async function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -152,7 +133,7 @@ export async function startDovecot(label: string): Promise<DovecotServer> {
       proc.stderr?.on('data', (d: Buffer) => {
         stderr += d.toString('utf8');
       });
-      const deadline = Date.now() + 15_000;
+      const deadline = Date.now() + readinessBudgetMs(15_000);
       for (;;) {
         if (proc.exitCode !== null) throw new Error(`dovecot exited with ${proc.exitCode}: ${stderr}\n${server.log()}`);
         if (await portOpen(port)) return;
@@ -189,3 +170,5 @@ export async function startDovecot(label: string): Promise<DovecotServer> {
   await server.start();
   return server;
 }
+
+export { freePort };

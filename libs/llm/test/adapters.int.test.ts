@@ -36,9 +36,11 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 const env = { TEST_KEY: 'sk-test-123' };
-const clients: Record<string, () => ModelClient> = {
-  openai: () => createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, apiKeyEnv: 'TEST_KEY', timeoutMs: 300 }, { env }),
-  anthropic: () => createModelClient('msgs', { adapter: 'anthropic', model: 'claude-test', baseUrl: server.baseUrl, apiKeyEnv: 'TEST_KEY', timeoutMs: 300, maxOutputTokens: 512 }, { env }),
+// A reply the provider sends at once must never hit the timeout, however loaded the machine;
+// only the case that tests the timeout shortens it, under a reply held back much longer.
+const clients: Record<string, (timeoutMs?: number) => ModelClient> = {
+  openai: (timeoutMs = 10_000) => createModelClient('chat', { adapter: 'openai', model: 'gpt-test', baseUrl: `${server.baseUrl}/v1`, apiKeyEnv: 'TEST_KEY', timeoutMs }, { env }),
+  anthropic: (timeoutMs = 10_000) => createModelClient('msgs', { adapter: 'anthropic', model: 'claude-test', baseUrl: server.baseUrl, apiKeyEnv: 'TEST_KEY', timeoutMs, maxOutputTokens: 512 }, { env }),
 };
 
 async function failure(client: ModelClient): Promise<{ kind: string; reason: string; status?: number }> {
@@ -87,11 +89,11 @@ describe.each(['openai', 'anthropic'])('%s adapter failures are classified', (ad
     ['429 rate limit', { status: 429, body: '{"error":{"message":"slow down"}}' }, { kind: 'retryable', reason: 'http_429', status: 429 }],
     ['500 server error', { status: 500, body: 'oops' }, { kind: 'retryable', reason: 'http_500', status: 500 }],
     ['200 with malformed JSON', { status: 200, body: '{"choices": [' }, { kind: 'retryable', reason: 'malformed_response' }],
-    ['a timeout', { status: 200, body: '{}', delayMs: 1500 }, { kind: 'retryable', reason: 'timeout' }],
+    ['a timeout', { status: 200, body: '{}', delayMs: 3_000 }, { kind: 'retryable', reason: 'timeout' }],
     ['400 bad request', { status: 400, body: '{"error":{"message":"bad tool_choice"}}' }, { kind: 'invalid_request', reason: 'http_400', status: 400 }],
   ])('%s', async (_c, programmed, expected) => {
     server.reply(programmed);
-    expect(await failure(clients[adapter]!())).toEqual(expected);
+    expect(await failure(clients[adapter]!('delayMs' in programmed ? 300 : undefined))).toEqual(expected);
   });
 
   it('the provider context-length error', async () => {

@@ -43,7 +43,7 @@ export class ConfigError extends EverdictError {
   constructor(problems: readonly ConfigProblem[]) {
     const list = problems.map((p) => `${p.name}: ${p.reason}`).join('; ');
     const count = problems.length === 1 ? '1 problem' : `${problems.length} problems`;
-    super('config_invalid', `invalid environment configuration (${count}): ${list}`, {
+    super('config_invalid', `invalid configuration (${count}): ${list}`, {
       details: { fields: problems.map((p) => ({ name: p.name, reason: p.reason })) },
     });
     this.fields = Object.freeze([...problems]);
@@ -152,7 +152,12 @@ export const parseString: EnvParser<string> = (raw) => raw;
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-function collect<S extends EnvSpec>(spec: S, env: Env, problems: ConfigProblem[]): EnvValues<S> {
+/**
+ * Reads `spec` from `env`, appending every problem to `problems` instead of throwing, so a
+ * composition root can gather the problems of several specs (and of its files) into one
+ * ConfigError. Values of offending variables are absent from the result.
+ */
+export function collectEnv<S extends EnvSpec>(spec: S, env: Env, problems: ConfigProblem[]): EnvValues<S> {
   const values: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(spec)) {
     const r = v.resolve(env[v.name]);
@@ -165,7 +170,7 @@ function collect<S extends EnvSpec>(spec: S, env: Env, problems: ConfigProblem[]
 /** Reads `spec` from `env`; throws one `ConfigError` listing every problem. */
 export function readEnv<S extends EnvSpec>(spec: S, env: Env = process.env): EnvValues<S> {
   const problems: ConfigProblem[] = [];
-  const values = collect(spec, env, problems);
+  const values = collectEnv(spec, env, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return values;
 }
@@ -201,8 +206,8 @@ export function loadEnvConfig<S extends EnvSpec = Record<never, never>>(
     }
   }
   const problems: ConfigProblem[] = [];
-  const base = collect(BASE_ENV, env, problems);
-  const more = collect(extra, env, problems);
+  const base = collectEnv(BASE_ENV, env, problems);
+  const more = collectEnv(extra, env, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   const config: EnvConfig = { port: base.port, logLevel: base.logLevel };
   if (base.databaseUrl !== undefined) config.databaseUrl = base.databaseUrl;

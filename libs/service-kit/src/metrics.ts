@@ -75,6 +75,10 @@ export interface EverdictMetrics {
     readonly transactions: Counter<'outcome'>;
     readonly transactionDuration: Histogram;
   };
+  readonly config: {
+    /** SIGHUP reloads of the fleet config: `applied`, or `refused` (the running config kept). */
+    readonly reloads: Counter<'outcome'>;
+  };
 }
 
 export function createMetrics(opts: CreateMetricsOptions): EverdictMetrics {
@@ -107,6 +111,9 @@ export function createMetrics(opts: CreateMetricsOptions): EverdictMetrics {
       staleFence: new Counter({ name: 'everdict_store_stale_fence_total', help: 'Fenced writes refused because the writer held a stale fence epoch.', labelNames: ['operation'], registers }),
       transactions: new Counter({ name: 'everdict_store_transactions_total', help: 'Units of work finished, by outcome.', labelNames: ['outcome'], registers }),
       transactionDuration: new Histogram({ name: 'everdict_store_transaction_duration_seconds', help: 'Unit-of-work duration from BEGIN to COMMIT or ROLLBACK.', buckets: LATENCY_BUCKETS, registers }),
+    },
+    config: {
+      reloads: new Counter({ name: 'everdict_config_reloads_total', help: 'Fleet config reloads (SIGHUP), by outcome: applied or refused.', labelNames: ['outcome'], registers }),
     },
   };
 }

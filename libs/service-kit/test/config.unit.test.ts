@@ -52,7 +52,7 @@ describe('loadEnvConfig', () => {
     expect(err.message).toContain('LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, got "verbose"');
     expect(err.message).toContain('DATABASE_URL: must be a postgres:// or postgresql:// URL, got scheme "mysql:"');
     expect(err.message).toContain('AMQP_URL: must be an amqp:// or amqps:// URL, got scheme "http:"');
-    expect(err.message).toMatch(/^invalid environment configuration \(4 problems\)/);
+    expect(err.message).toMatch(/^invalid configuration \(4 problems\)/);
     expect(err.details.fields).toEqual(err.fields.map((f) => ({ name: f.name, reason: f.reason })));
   });
 
@@ -107,7 +107,7 @@ describe('readEnv', () => {
     expect(readEnv(spec, { UPSTREAM_URL: 'https://x.example' })).toEqual({ url: 'https://x.example', when: undefined });
     const err = configError(() => readEnv(spec, { UPSTREAM_URL: 'http://u:pw@x', WHEN: 'later' }));
     expect(err.message).toBe(
-      'invalid environment configuration (2 problems): UPSTREAM_URL: must be a https:// URL, got scheme "http:"; WHEN: must be "now"',
+      'invalid configuration (2 problems): UPSTREAM_URL: must be a https:// URL, got scheme "http:"; WHEN: must be "now"',
     );
   });
 });

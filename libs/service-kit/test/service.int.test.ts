@@ -2,10 +2,10 @@
  * runService in a real child process: real TCP readiness checks against Postgres and against a
  * port this test opens and closes, a real SIGTERM, real exit codes.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { TEST_DATABASE_URL, eventually } from '@everdict/testkit';
+import { TEST_DATABASE_URL, eventually, promtool, readinessBudgetMs } from '@everdict/testkit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -50,7 +50,7 @@ function startFixture(env: Record<string, string>): Child {
         }
         return undefined;
       },
-      { what: `fixture to listen (stderr: ${stderr.join('')})`, timeoutMs: 30_000 },
+      { what: `fixture to listen (stderr: ${stderr.join('')})`, timeoutMs: readinessBudgetMs() },
     );
   return { proc, lines, stderr, exited, port };
 }
@@ -70,12 +70,6 @@ async function reservePort(): Promise<number> {
 async function get(port: number, path: string) {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
   return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
-}
-
-function promtoolCheck(text: string): { available: boolean; status: number | null; output: string } {
-  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
-  if (r.error && (r.error as NodeJS.ErrnoException).code === 'ENOENT') return { available: false, status: null, output: '' };
-  return { available: true, status: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
 describe('runService (child process)', () => {
@@ -130,14 +124,9 @@ describe('runService (child process)', () => {
     expect(r.text).toMatch(/^process_cpu_user_seconds_total\{service="fixture"\} /m);
     expect(r.text).toMatch(/^process_resident_memory_bytes/m);
 
-    const check = promtoolCheck(r.text);
-    if (check.available) {
-      expect(check.output).toBe('');
-      expect(check.status).toBe(0);
-    } else {
-      // CI installs Debian's prometheus package for promtool (DESIGN §8): there it must run.
-      expect(process.env.CI, 'promtool is not on PATH; CI must install it').not.toBe('true');
-    }
+    const check = promtool(['check', 'metrics'], { input: r.text });
+    expect(check.output).toBe('');
+    expect(check.status).toBe(0);
   });
 
   it('SIGTERM: readyz 503 during the drain, hooks in reverse order, exit 0 within 10 s', async () => {

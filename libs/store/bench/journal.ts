@@ -16,13 +16,15 @@
 import { readFileSync } from 'node:fs';
 import { newId } from '@everdict/contracts';
 import { freshDatabase } from '@everdict/testkit';
-import { chainAfter, journalItem, newPaper } from '../src/journal.js';
-import type { LedgerHead, TurnWrite } from '../src/journal.js';
+import { journalItem, newPaper } from '../src/journal.js';
+import type { TurnWrite } from '../src/journal.js';
+import type { LedgerHead } from '../src/ledgerHash.js';
 import { migrate } from '../src/migrate.js';
 import { createPgDb } from '../src/pg.js';
 import { writeJournals } from '../src/sql/journal.js';
 import type { JournalWriteItem, JournalWriteResult } from '../src/sql/journal.js';
 import { Store } from '../src/store.js';
+import { claimTask } from '../src/tasks.js';
 import type { FenceToken } from '../src/unitOfWork.js';
 
 const TASKS = Number(process.env.TASKS ?? 1000);
@@ -85,7 +87,7 @@ async function round(batch: number): Promise<Record<string, unknown>> {
       const opened = await uow.openCase({ caseType: 'bench', originKey: `bench-${newId()}`, customer: 'bench' });
       return { caseId: opened.caseId, taskId: await uow.createTask({ caseId: opened.caseId, profile: 'agent' }) };
     });
-    const claimed = await store.claimTask(taskId, 'bench', { ttlMs: 600_000 });
+    const claimed = await claimTask(store.db, taskId, 'bench', 600_000);
     if (!claimed.claimed) throw new Error(`claim failed: ${claimed.reason}`);
     tasks.push({ caseId, token: claimed.token, head: { seq: 0, hash: 'genesis' }, modelCall: newId(), toolCall: '' });
   }
@@ -118,10 +120,9 @@ async function round(batch: number): Promise<Record<string, unknown>> {
       for (let i = 0; i < tasks.length; i += batch) {
         const group = tasks.slice(i, i + batch);
         const items: JournalWriteItem[] = group.map((t) => {
-          const w = step(t, turn);
-          const chained = w.ledger === null ? null : chainAfter(t.caseId, t.head, w.ledger);
-          if (chained) t.head = { seq: chained.seq, hash: chained.hash };
-          return journalItem(t.token, t.caseId, w, chained);
+          const item = journalItem(t.token, t.caseId, step(t, turn), t.head);
+          if (item.ledger) t.head = { seq: item.ledger.seq, hash: item.ledger.hash };
+          return item;
         });
         const s = performance.now();
         const r = await db.query<JournalWriteResult>(writeJournals(items));

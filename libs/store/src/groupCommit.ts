@@ -8,17 +8,19 @@
  * - each task's part is fenced on its own — a stale part writes nothing and fails with
  *   StaleFence (counted), the rest of the batch commits;
  * - a part whose ledger compare-and-set lost (its case's head moved) writes nothing and is
- *   redone alone under the head lock; at most one ledger record per case goes into a batch;
+ *   redone alone under the head lock, with the same record id; at most one ledger record per
+ *   case goes into a batch;
  * - a write resolves only after its statement committed, so a caller never acts on a write
  *   that is not durable.
  * Batching is natural: while `concurrency` statements are in flight, new writes queue; each
  * statement takes everything queued (up to `maxBatch`). An idle committer writes at once.
  */
 import { StaleFence } from './errors.js';
-import { chainAfter, journalItem, turnWritten, writeTurn, writeTurnAlone } from './journal.js';
-import type { LedgerHead, TurnWrite, TurnWritten } from './journal.js';
+import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
+import type { TurnWrite, TurnWritten } from './journal.js';
+import type { LedgerHead } from './ledgerHash.js';
 import { writeJournals } from './sql/journal.js';
-import type { ChainedLedgerRow, JournalWriteResult } from './sql/journal.js';
+import type { JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
 import type { FenceToken } from './unitOfWork.js';
 
@@ -57,7 +59,8 @@ export class JournalCommitter {
   }
 
   /** Writes one task's turn write with the next statement; resolves once it committed. */
-  write(token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+  write(token: FenceToken, caseId: string, write: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+    const w = withRecordId(write);
     // A ledger record with an unknown head needs the head lock: a unit of work of its own.
     if (w.ledger !== null && head === null) return writeTurnAlone(this.store, token, caseId, w, null);
     return new Promise<TurnWritten>((resolve, reject) => {
@@ -99,8 +102,8 @@ export class JournalCommitter {
     this.inFlight++;
     this.kick();
     try {
-      const chained: (ChainedLedgerRow | null)[] = batch.map((p) => (p.w.ledger === null ? null : chainAfter(p.caseId, p.head, p.w.ledger)));
-      const { rows } = await this.store.db.query<JournalWriteResult>(writeJournals(batch.map((p, i) => journalItem(p.token, p.caseId, p.w, chained[i]!))));
+      const items = batch.map((p) => journalItem(p.token, p.caseId, p.w, p.head));
+      const { rows } = await this.store.db.query<JournalWriteResult>(writeJournals(items));
       this.statements++;
       this.writes += batch.length;
       for (const r of rows) {
@@ -111,7 +114,7 @@ export class JournalCommitter {
         } else if (!r.applied) {
           this.store.unitOfWork((uow) => writeTurn(uow, p.token, p.caseId, p.w)).then(p.resolve, p.reject);
         } else {
-          p.resolve(turnWritten(r, chained[r.idx]!));
+          p.resolve(turnWritten(r, items[r.idx]!));
         }
       }
     } catch (err) {

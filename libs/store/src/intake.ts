@@ -1,5 +1,5 @@
 /**
- * Intake's reads and writes (issue 6): the case view of the HTTP API, a question's owner,
+ * Intake's reads and writes: the case view of the HTTP API, a question's owner,
  * the mailbox cursors behind intake-sources' MailboxCursorStore port and the fleet counts.
  * Ownership (which customer a principal sees) is decided by the caller; these return the
  * customer of every row so it can.

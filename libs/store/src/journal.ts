@@ -1,7 +1,6 @@
 /**
  * The durable call journal and checkpoints (seed 004 §2.1–§2.2), as functions over a unit of
- * work, the store, or any Queryable (reads). Added for the turn-worker (issue 4) without
- * changing the Store or UnitOfWork classes.
+ * work, the store, or any Queryable (reads).
  *
  * Fencing: every write names the writer's epoch. The hot write (`writeJournals`, used by
  * `writeTurn`, `writeTurnAlone` and the group committer) carries it in its own WHERE clause —
@@ -17,8 +16,8 @@
  * - (task, turn, ordinal) is unique and the first intent wins; a settled call is never
  *   overwritten (except a failed model call, which produced no response);
  * - a checkpoint names the state paper and the hash that verifies its bytes;
- * - a ledger record extends its case's chain exactly like `UnitOfWork.appendLedger` (next seq
- *   after the head, the head's hash as prevHash, `ledgerRecordHash`), by compare-and-set.
+ * - a ledger record extends its case's chain by the one chain rule (`chainNext`, which
+ *   `UnitOfWork.appendLedger` uses too), by compare-and-set on the head it was chained to.
  */
 import { newId, sha256Hex } from '@everdict/contracts';
 import type { Queryable } from './db.js';
@@ -27,10 +26,11 @@ import type { Store } from './store.js';
 import type { NoteRow } from './sql/taskGraph.js';
 import { selectCheckpointTurns, selectRestorePoint } from './sql/checkpoints.js';
 import type { RestoreRow } from './sql/checkpoints.js';
-import { LEDGER_GENESIS, ledgerRecordHash } from './ledgerHash.js';
+import { chainNext } from './ledgerHash.js';
+import type { LedgerHead } from './ledgerHash.js';
 import { lockLedgerHead } from './sql/ledger.js';
 import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
-import type { CallCompletion, ChainedLedgerRow, CheckpointWrite, JournalRow, JournalWriteItem, JournalWriteResult, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
+import type { CallCompletion, CheckpointWrite, JournalRow, JournalWriteItem, JournalWriteResult, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
 import type { FenceToken, LedgerAppend, LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
 export type { CallCompletion, CheckpointWrite, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
@@ -97,11 +97,17 @@ export async function listTaskCalls(db: Queryable, taskId: string): Promise<Reco
   return (await db.query<Record<string, unknown>>(selectTaskCalls(taskId))).rows;
 }
 
+/**
+ * What one fenced journal statement writes for one task: a turn's commit (outcomes, papers, the
+ * next intent, checkpoint, ledger record, transition, outbox) or any part of one (C1, C2). The
+ * group committer and a unit of work execute the same value the same way (`journalItem`).
+ */
 export interface TurnWrite {
   readonly papers: readonly NewPaper[];
   readonly completions: readonly CallCompletion[];
   readonly intents: readonly NewCallIntent[];
   readonly checkpoint: CheckpointWrite | null;
+  /** The case's next ledger record; a write redone after a lost compare-and-set keeps its record id. */
   readonly ledger: LedgerAppend | null;
   /**
    * Releases the lease with the write (done, failed, cancelled, parked, open). Nothing fenced can
@@ -110,12 +116,6 @@ export interface TurnWrite {
   readonly transition?: TransitionWrite | null;
   /** Outbox rows enqueued under the same fence (the relay is notified at COMMIT). Default: none. */
   readonly outbox?: readonly OutboxWrite[];
-}
-
-/** A case's ledger head as last seen (seq and hash of its newest record). */
-export interface LedgerHead {
-  readonly seq: number;
-  readonly hash: string;
 }
 
 export interface TurnWritten {
@@ -129,17 +129,32 @@ export interface TurnWritten {
   readonly head: LedgerHead | null;
 }
 
-/** The next record of a case's chain after `head`: the chain rules of UnitOfWork.appendLedger. */
-export function chainAfter(caseId: string, head: LedgerHead | undefined | null, rec: LedgerAppend): ChainedLedgerRow {
-  const seq = (head?.seq ?? 0) + 1;
-  const prevHash = head?.hash ?? LEDGER_GENESIS;
-  const recordId = rec.recordId ?? newId();
-  const createdAt = new Date().toISOString();
-  const body = rec.body ?? {};
-  return { seq, recordId, kind: rec.kind, body, prevHash, createdAt, hash: ledgerRecordHash({ caseId, seq, recordId, kind: rec.kind, body, prevHash, createdAt }) };
+/** The write with its ledger record's id allocated, so every attempt appends the same record. */
+export function withRecordId(w: TurnWrite): TurnWrite {
+  return w.ledger === null || w.ledger.recordId !== undefined ? w : { ...w, ledger: { ...w.ledger, recordId: newId() } };
 }
 
-export function turnWritten(r: JournalWriteResult, chained: ChainedLedgerRow | null): TurnWritten {
+/** One task's write as the statement's item, its ledger record chained after `head` (chainNext). */
+export function journalItem(token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null | undefined): JournalWriteItem {
+  const l = w.ledger;
+  return {
+    taskId: token.taskId,
+    caseId,
+    owner: token.owner,
+    epoch: token.epoch,
+    papers: w.papers,
+    completions: w.completions,
+    intents: w.intents,
+    checkpoint: w.checkpoint,
+    ledger: l === null ? null : chainNext(caseId, head, { recordId: l.recordId ?? newId(), kind: l.kind, body: l.body }, new Date().toISOString()),
+    transition: w.transition ?? null,
+    outbox: w.outbox ?? [],
+  };
+}
+
+/** What the statement's row of `item` says was written. */
+export function turnWritten(r: JournalWriteResult, item: JournalWriteItem): TurnWritten {
+  const chained = item.ledger;
   return {
     completed: r.completed,
     inserted: r.inserted,
@@ -150,41 +165,21 @@ export function turnWritten(r: JournalWriteResult, chained: ChainedLedgerRow | n
   };
 }
 
-/** One task's write as the statement's item. */
-export function journalItem(token: FenceToken, caseId: string, w: TurnWrite, chained: ChainedLedgerRow | null): JournalWriteItem {
-  return {
-    taskId: token.taskId,
-    caseId,
-    owner: token.owner,
-    epoch: token.epoch,
-    papers: w.papers,
-    completions: w.completions,
-    intents: w.intents,
-    checkpoint: w.checkpoint,
-    ledger: chained,
-    transition: w.transition ?? null,
-    outbox: w.outbox ?? [],
-  };
-}
-
 /**
- * Writes a turn's journal, checkpoint and ledger record inside a unit of work: the case's ledger
- * head is locked first (so the chained append cannot conflict), then one fenced statement
- * writes everything. StaleFence (counted) when the fence no longer holds.
+ * Executes a write inside a unit of work: the case's ledger head is locked first (so the chained
+ * append cannot conflict), then one fenced statement writes everything. StaleFence (counted)
+ * when the fence no longer holds.
  */
 export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: string, w: TurnWrite): Promise<TurnWritten> {
-  let chained: ChainedLedgerRow | null = null;
-  if (w.ledger !== null) {
-    const head = (await uow.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
-    chained = chainAfter(caseId, head, w.ledger);
-  }
-  const r = (await uow.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  const head = w.ledger === null ? null : (await uow.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
+  const item = journalItem(token, caseId, w, head);
+  const r = (await uow.query<JournalWriteResult>(writeJournals([item]))).rows[0]!;
   if (!r.fenced) {
     await uow.requireFence(token, 'write_journal'); // throws StaleFence and counts it
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
   }
   if (!r.applied) throw new Error(`ledger head of case ${caseId} moved under its lock`);
-  return turnWritten(r, chained);
+  return turnWritten(r, item);
 }
 
 /**
@@ -192,18 +187,19 @@ export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: stri
  * unit of work, fenced by its own WHERE clause. A ledger record is chained after `head` (what
  * this worker last appended to the case) by compare-and-set; if the head moved meanwhile (or
  * is unknown) the statement writes nothing and the write is redone in a unit of work under the
- * head lock.
+ * head lock, with the same record id.
  */
-export async function writeTurnAlone(store: Store, token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+export async function writeTurnAlone(store: Store, token: FenceToken, caseId: string, write: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+  const w = withRecordId(write);
   if (w.ledger !== null && head === null) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
-  const chained = w.ledger === null ? null : chainAfter(caseId, head, w.ledger);
-  const r = (await store.db.query<JournalWriteResult>(writeJournals([journalItem(token, caseId, w, chained)]))).rows[0]!;
+  const item = journalItem(token, caseId, w, head);
+  const r = (await store.db.query<JournalWriteResult>(writeJournals([item]))).rows[0]!;
   if (!r.fenced) {
     store.metrics.staleFence('write_journal');
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
   }
   if (!r.applied) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
-  return turnWritten(r, chained);
+  return turnWritten(r, item);
 }
 
 /** Replaces the request of an unanswered model intent by the one actually sent; false if it had an answer. */

@@ -20,6 +20,38 @@ export function ledgerRecordHash(r: LedgerRecordFields): string {
   return `sha256:${sha256Hex(canonicalJson(r))}`;
 }
 
+/** A case's chain head: seq and hash of its newest record (seq 0, genesis: an empty chain). */
+export interface LedgerHead {
+  readonly seq: number;
+  readonly hash: string;
+}
+
+/** A record placed on its case's chain: everything the ledger row stores but the case id. */
+export interface ChainedRecord {
+  readonly seq: number;
+  readonly recordId: string;
+  readonly kind: string;
+  readonly body: unknown;
+  readonly prevHash: string;
+  readonly createdAt: string;
+  readonly hash: string;
+}
+
+/**
+ * THE chain rule, for every path that appends (a unit of work's append, the journal statement):
+ * the record after `head` takes the next seq, the head's hash as its prevHash (genesis on an
+ * empty chain), and the hash of all of it. A missing body is stored as `{}`. Appending it is
+ * valid only while `head` is still the case's head, which each caller makes sure of (a lock or a
+ * compare-and-set); a caller that lost the race chains the SAME record id after the new head.
+ */
+export function chainNext(caseId: string, head: LedgerHead | null | undefined, rec: { readonly recordId: string; readonly kind: string; readonly body: unknown }, createdAt: string): ChainedRecord {
+  const seq = (head?.seq ?? 0) + 1;
+  const prevHash = head?.hash ?? LEDGER_GENESIS;
+  const body = rec.body ?? {};
+  const { recordId, kind } = rec;
+  return { seq, recordId, kind, body, prevHash, createdAt, hash: ledgerRecordHash({ caseId, seq, recordId, kind, body, prevHash, createdAt }) };
+}
+
 export interface LedgerVerdict {
   ok: boolean;
   records: number;

@@ -1,25 +1,20 @@
 /**
  * Migrations: numbered, append-only `.sql` files in libs/store/migrations, applied in order in
  * ONE transaction under an advisory lock, so N services starting at once apply each file
- * exactly once. A released file must never change: its checksum is recorded and compared.
+ * exactly once. A released file must never change: its checksum (sha256 of the file's bytes)
+ * is recorded and compared. Files are literal SQL, never rendered from code, so nothing
+ * outside the file can change its checksum; a new state value arrives as a new migration, and
+ * test/migrate.int.test.ts fails while the CHECK lists and the contracts' tuples disagree.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  CALL_STATUSES, CASE_STATES, GATE_STATES, GRANT_STATES, INBOX_DISPOSITIONS, PARK_REASONS,
-  TASK_STATES, VERDICTS, sha256Hex, sqlCheckList,
-} from '@everdict/contracts';
+import { sha256Hex } from '@everdict/contracts';
 import type { Db } from './db.js';
 import { MigrationError } from './errors.js';
 
 /** Arbitrary but fixed: the advisory lock key every Everdict migrator takes. */
 const MIGRATION_LOCK_KEY = 0x45564452; // "EVDR"
-
-/** Placeholders a migration may use; each renders one of the shared state tuples. */
-const PLACEHOLDERS: Record<string, readonly string[]> = {
-  TASK_STATES, PARK_REASONS, CALL_STATUSES, CASE_STATES, GATE_STATES, GRANT_STATES, VERDICTS, INBOX_DISPOSITIONS,
-};
 
 export interface Migration {
   version: number;
@@ -39,21 +34,13 @@ export function migrationsDir(): string {
   throw new MigrationError('migrations folder not found');
 }
 
-export function renderMigration(text: string): string {
-  return text.replace(/\{\{([A-Z_]+)\}\}/g, (_, name: string) => {
-    const set = PLACEHOLDERS[name];
-    if (!set) throw new MigrationError(`unknown migration placeholder {{${name}}}`, { placeholder: name });
-    return sqlCheckList(set);
-  });
-}
-
 export function loadMigrations(dir = migrationsDir()): Migration[] {
   const files = readdirSync(dir).filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f)).sort();
   const out: Migration[] = [];
   for (const file of files) {
     const version = Number(file.slice(0, 4));
     if (out.some((m) => m.version === version)) throw new MigrationError(`two migrations numbered ${version}`, { file });
-    const sql = renderMigration(readFileSync(join(dir, file), 'utf8'));
+    const sql = readFileSync(join(dir, file), 'utf8');
     out.push({ version, name: file.replace(/\.sql$/, ''), sql, checksum: sha256Hex(sql) });
   }
   out.forEach((m, i) => {

@@ -1,10 +1,11 @@
 /**
- * The store façade: the unit of work, the lease protocol, paper reads, the ledger verifier and
- * the outbox relay's statements. Services receive a Store; they never hold a pool.
+ * The store façade: the unit of work, paper reads, the ledger verifier and the outbox relay's
+ * statements. Services receive a Store; they never hold a pool. A task's claim, renewal, sweep
+ * and wakes are the task family's (tasks.ts); its fenced transition is the unit of work's.
  */
 import { sha256Hex } from '@everdict/contracts';
 import type { Db } from './db.js';
-import { PaperCorrupt, PaperMissing, StaleFence } from './errors.js';
+import { PaperCorrupt, PaperMissing } from './errors.js';
 import { verifyChain } from './ledgerHash.js';
 import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
@@ -15,14 +16,7 @@ import type { LedgerRow } from './sql/ledger.js';
 import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
 import type { OutboxRow } from './sql/outbox.js';
 import { selectPaperRevision } from './sql/papers.js';
-import { claimTask, renewLease, selectTask } from './sql/tasks.js';
-import type { TaskRow } from './sql/tasks.js';
 import { UnitOfWork } from './unitOfWork.js';
-import type { FenceToken } from './unitOfWork.js';
-
-export type ClaimResult =
-  | { claimed: true; token: FenceToken; rowVersion: number; leaseUntil: Date }
-  | { claimed: false; reason: 'not_found' | 'not_claimable' | 'leased' | 'lost_race'; state?: string; leaseOwner?: string | null; leaseUntil?: Date | null };
 
 export interface StoreOptions {
   metrics?: StoreMetrics;
@@ -46,44 +40,6 @@ export class Store {
       this.metrics.transaction('rollback', (performance.now() - started) / 1000);
       throw err;
     }
-  }
-
-  async getTask(id: string): Promise<TaskRow | undefined> {
-    return (await this.db.query<TaskRow>(selectTask(id))).rows[0];
-  }
-
-  /**
-   * Claims the task lease with a new fence epoch. Without `seenRowVersion` the current row is
-   * read first. Losers get a typed answer saying why, never an exception.
-   */
-  async claimTask(taskId: string, owner: string, opts: { ttlMs: number; seenRowVersion?: number }): Promise<ClaimResult> {
-    let seen = opts.seenRowVersion;
-    if (seen === undefined) {
-      const row = await this.getTask(taskId);
-      if (!row) return { claimed: false, reason: 'not_found' };
-      seen = row.row_version;
-    }
-    const { rows } = await this.db.query<{ fence_epoch: number; row_version: number; lease_until: Date }>(claimTask(taskId, owner, seen, opts.ttlMs));
-    const won = rows[0];
-    if (won) {
-      return { claimed: true, token: { taskId, owner, epoch: won.fence_epoch }, rowVersion: won.row_version, leaseUntil: won.lease_until };
-    }
-    const row = await this.getTask(taskId);
-    if (!row) return { claimed: false, reason: 'not_found' };
-    const base = { state: row.state, leaseOwner: row.lease_owner, leaseUntil: row.lease_until };
-    if (row.state !== 'open' && row.state !== 'running') return { claimed: false, reason: 'not_claimable', ...base };
-    if (row.row_version !== seen) return { claimed: false, reason: 'lost_race', ...base };
-    return { claimed: false, reason: 'leased', ...base };
-  }
-
-  /** Extends the lease on the database clock; StaleFence if another claim has happened. */
-  async renewLease(token: FenceToken, ttlMs: number): Promise<Date> {
-    const { rows } = await this.db.query<{ lease_until: Date }>(renewLease(token.taskId, token.owner, token.epoch, ttlMs));
-    if (!rows[0]) {
-      this.metrics.staleFence('renew_lease');
-      throw new StaleFence(token.taskId, token.epoch, 'renew_lease');
-    }
-    return rows[0].lease_until;
   }
 
   /** Reads a paper revision and verifies its bytes against the stored content hash. */

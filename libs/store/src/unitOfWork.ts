@@ -4,18 +4,21 @@
  * Nothing publishes to the broker from in here — the relay does, after COMMIT.
  */
 import { newId, sha256Hex } from '@everdict/contracts';
-import type { InboxDisposition, ParkReason, TaskState } from '@everdict/contracts';
+import type { InboxDisposition } from '@everdict/contracts';
 import type { Queryable, QueryResult, Sql } from './db.js';
 import { DuplicateKey, StaleFence } from './errors.js';
-import { LEDGER_GENESIS, ledgerRecordHash } from './ledgerHash.js';
+import { chainNext } from './ledgerHash.js';
+import type { LedgerHead } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { insertCase, selectCaseByOrigin } from './sql/cases.js';
+import { lockHeldFence } from './sql/journal.js';
 import { insertInbox, selectInbox, updateInboxDisposition } from './sql/inbox.js';
 import { insertLedger, insertLedgerGenesis, lockLedgerHead, selectLedgerRecord, upsertLedgerHead } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
 import { insertOutbox, notifyOutbox } from './sql/outbox.js';
 import { insertPaperRevision, upsertPaper } from './sql/papers.js';
 import { insertTask, lockFence, transitionTask } from './sql/tasks.js';
+import type { TaskTransition } from './sql/tasks.js';
 
 /** What a worker holds after a successful claim; every fenced write names it. */
 export interface FenceToken {
@@ -34,6 +37,12 @@ export interface OutgoingMessage {
   readonly id: string;
   readonly type: string;
   readonly caseId: string | null;
+}
+
+/** What the holder of a fence reads under its lock (UnitOfWork.holdFence). */
+export interface FenceHeld {
+  readonly rowVersion: number;
+  readonly cancelRequested: 'hard' | 'soft' | null;
 }
 
 export interface LedgerAppend {
@@ -76,8 +85,23 @@ export class UnitOfWork {
     this.fences.add(key);
   }
 
+  /**
+   * requireFence, returning what a holder decides on under the lock: the task's row version and
+   * a pending cancel request (neither can change before COMMIT while the row is locked).
+   */
+  async holdFence(token: FenceToken, operation: string): Promise<FenceHeld> {
+    const { rows } = await this.tx.query<{ row_version: number; cancel_requested: 'hard' | 'soft' | null }>(lockHeldFence(token.taskId, token.owner, token.epoch));
+    const held = rows[0];
+    if (!held) {
+      this.metrics.staleFence(operation);
+      throw new StaleFence(token.taskId, token.epoch, operation);
+    }
+    this.fences.add(`${token.taskId}:${token.epoch}:${token.owner}`);
+    return { rowVersion: held.row_version, cancelRequested: held.cancel_requested };
+  }
+
   /** Fenced transition that also releases the lease (done, failed, parked, open, cancelled). */
-  async transitionTask(token: FenceToken, to: { state: Exclude<TaskState, 'running'>; parkReason?: ParkReason; parkDetail?: unknown }): Promise<number> {
+  async transitionTask(token: FenceToken, to: TaskTransition): Promise<number> {
     const op = to.state === 'parked' ? 'park_task' : to.state === 'open' ? 'release_task' : 'complete_task';
     await this.requireFence(token, op);
     const { rows, rowCount } = await this.tx.query<{ row_version: number }>(transitionTask(token.taskId, token.owner, token.epoch, to));
@@ -141,18 +165,14 @@ export class UnitOfWork {
     for (let attempt = 0; attempt < MAX_LEDGER_RETRIES; attempt++) {
       const existing = await this.tx.query<LedgerRow>(selectLedgerRecord(recordId));
       if (existing.rows[0]) return { recordId, seq: existing.rows[0].seq, hash: existing.rows[0].hash };
-      const head = (await this.tx.query<{ seq: number; hash: string }>(lockLedgerHead(caseId))).rows[0];
-      const seq = (head?.seq ?? 0) + 1;
-      const prevHash = head?.hash ?? LEDGER_GENESIS;
-      const createdAt = new Date().toISOString();
-      const body = rec.body ?? {};
-      const hash = ledgerRecordHash({ caseId, seq, recordId, kind: rec.kind, body, prevHash, createdAt });
+      const head = (await this.tx.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
+      const r = chainNext(caseId, head, { recordId, kind: rec.kind, body: rec.body }, new Date().toISOString());
       await this.tx.query({ text: 'SAVEPOINT ev_ledger_append' });
       try {
-        await this.tx.query(insertLedger({ caseId, seq, recordId, kind: rec.kind, body, prevHash, hash, createdAt }));
-        await this.tx.query(upsertLedgerHead(caseId, seq, hash));
+        await this.tx.query(insertLedger({ caseId, ...r }));
+        await this.tx.query(upsertLedgerHead(caseId, r.seq, r.hash));
         await this.tx.query({ text: 'RELEASE SAVEPOINT ev_ledger_append' });
-        return { recordId, seq, hash };
+        return { recordId, seq: r.seq, hash: r.hash };
       } catch (err) {
         await this.tx.query({ text: 'ROLLBACK TO SAVEPOINT ev_ledger_append' });
         if (!(err instanceof DuplicateKey)) throw err;

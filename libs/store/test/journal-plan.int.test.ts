@@ -7,9 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
-import { chainAfter, journalItem, newPaper } from '../src/journal.js';
+import { journalItem, newPaper } from '../src/journal.js';
 import type { TurnWrite } from '../src/journal.js';
 import { writeJournals } from '../src/sql/journal.js';
+import { claimTask } from '../src/tasks.js';
 import type { JournalWriteItem } from '../src/sql/journal.js';
 import type { FenceToken } from '../src/unitOfWork.js';
 import { seedCase, testStore } from './helpers.js';
@@ -19,7 +20,10 @@ const BIG = ['tasks', 'runtime_calls', 'papers', 'paper_revisions', 'turn_checkp
 
 const paper = (name: string) => newPaper({ kind: 'artefact', name: `${name}/${newId()}`, schemaId: 'test', bytes: Buffer.from(`{"${name}":1}`) });
 
-/** Every shape a turn writes: C2, C3, and a last C3 that releases the task with a message. */
+/**
+ * Every shape a turn writes: C2, C3, a last C3 that releases the task with a message, and a park
+ * alone (a transition and its ledger record, nothing of a turn).
+ */
 function shapes(): TurnWrite[] {
   const response = paper('response');
   const tool = paper('tool');
@@ -46,7 +50,15 @@ function shapes(): TurnWrite[] {
     transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
     outbox: [{ messageId: newId(), type: 'task.finished', routingKey: 'task.finished', body: Buffer.from('{}') }],
   };
-  return [c2, c3, last];
+  const parked: TurnWrite = {
+    papers: [],
+    completions: [],
+    intents: [],
+    checkpoint: null,
+    ledger: { kind: 'task_parked', body: { reason: 'gate' } },
+    transition: { state: 'parked', parkReason: 'gate', parkDetail: { kind: 'soft_cancel' }, wakeAfterMs: null },
+  };
+  return [c2, c3, last, parked];
 }
 
 describe('the journal statement reads big tables by index probe only', () => {
@@ -57,11 +69,11 @@ describe('the journal statement reads big tables by index probe only', () => {
     const tasks = await Promise.all([seedCase(fx.store), seedCase(fx.store), seedCase(fx.store)]);
     const tokens: FenceToken[] = [];
     for (const t of tasks) {
-      const c = await fx.store.claimTask(t.taskId, 'w1', { ttlMs: 30_000 });
+      const c = await claimTask(fx.store.db, t.taskId, 'w1', 30_000);
       if (!c.claimed) throw new Error('claim failed');
       tokens.push(c.token);
     }
-    items = (w) => tasks.map((t, i) => journalItem(tokens[i]!, t.caseId, w, w.ledger ? chainAfter(t.caseId, null, w.ledger) : null));
+    items = (w) => tasks.map((t, i) => journalItem(tokens[i]!, t.caseId, w, null));
   });
   afterAll(async () => fx?.close());
 

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CALL_STATUSES, PARK_REASONS, TASK_STATES } from '@everdict/contracts';
+import {
+  CALL_STATUSES, CANCEL_MODES, CASE_STATES, GATE_STATES, GRANT_STATES, INBOX_DISPOSITIONS, PARK_REASONS,
+  TASK_STATES, VERDICTS,
+} from '@everdict/contracts';
+import { EFFECT_DISPATCH_STATES } from '../src/effects.js';
 import { freshDatabase } from '@everdict/testkit';
 import { createPgDb } from '../src/pg.js';
 import { loadMigrations, migrate } from '../src/migrate.js';
@@ -22,20 +26,38 @@ describe('migrations', () => {
     expect(rows[0]!.n).toBe(loadMigrations().length);
   });
 
-  it('renders CHECK constraints from the same constants the code uses', async () => {
-    const check = async (table: string, column: string) => {
-      const { rows } = await db.query<{ def: string }>({
-        text: `SELECT pg_get_constraintdef(c.oid) AS def FROM pg_constraint c
-                JOIN pg_class t ON t.oid = c.conrelid WHERE t.relname = $1 AND c.contype = 'c'`,
-        values: [table],
-      });
-      const def = rows.map((r) => r.def).find((d) => d.includes(`(${column} = ANY`) || d.includes(`${column} = ANY`));
-      expect(def, `${table}.${column} check`).toBeDefined();
-      return [...def!.matchAll(/'([a-z_]+)'::text/g)].map((m) => m[1]);
-    };
-    expect(await check('tasks', 'state')).toEqual([...TASK_STATES]);
-    expect(await check('tasks', 'park_reason')).toEqual([...PARK_REASONS]);
-    expect(await check('runtime_calls', 'status')).toEqual([...CALL_STATUSES]);
+  // Migrations spell every closed value list out literally; the tuples in code are the other
+  // copy. Adding a value to either side without the other (a new migration) fails here, naming
+  // the list, before the database refuses a row the code believes valid.
+  it.each([
+    ['TASK_STATES', 'tasks', 'state', TASK_STATES],
+    ['PARK_REASONS', 'tasks', 'park_reason', PARK_REASONS],
+    ['CANCEL_MODES', 'tasks', 'cancel_requested', CANCEL_MODES],
+    ['CASE_STATES', 'cases', 'state', CASE_STATES],
+    ['CANCEL_MODES', 'cases', 'stop_mode', CANCEL_MODES],
+    ['CALL_STATUSES', 'runtime_calls', 'status', CALL_STATUSES],
+    ['INBOX_DISPOSITIONS', 'inbox_messages', 'disposition', INBOX_DISPOSITIONS],
+    ['GATE_STATES', 'gates', 'state', GATE_STATES],
+    ['VERDICTS', 'decisions', 'verdict', VERDICTS],
+    ['GRANT_STATES', 'grants', 'state', GRANT_STATES],
+    ['EFFECT_DISPATCH_STATES', 'effect_dispatches', 'state', EFFECT_DISPATCH_STATES],
+  ] as const)('the CHECK on %s (%s.%s) accepts exactly the list in code', async (list, table, column, values) => {
+    const { rows } = await db.query<{ def: string }>({
+      text: `SELECT pg_get_constraintdef(c.oid) AS def
+               FROM pg_constraint c
+               JOIN pg_class t ON t.oid = c.conrelid
+               JOIN pg_attribute a ON a.attrelid = t.oid AND a.attname = $2::text
+              WHERE t.relname = $1::text AND c.contype = 'c' AND c.conkey = ARRAY[a.attnum]`,
+      values: [table, column],
+    });
+    // Only the membership CHECK has the shape `(col = ANY (ARRAY[...]))`; others on the same
+    // column (e.g. an invariant joining two columns) name more than this one column.
+    const lists = rows
+      .map((r) => new RegExp(`^CHECK \\(\\(${column} = ANY \\(ARRAY\\[(.*)\\]\\)\\)\\)$`).exec(r.def)?.[1])
+      .filter((l): l is string => l !== undefined);
+    expect(lists, `${list}: one membership CHECK on ${table}.${column}; found ${rows.map((r) => r.def).join(' | ') || 'none'}`).toHaveLength(1);
+    const inSchema = [...lists[0]!.matchAll(/'((?:[^']|'')*)'::text/g)].map((m) => m[1]!.replace(/''/g, "'"));
+    expect([...inSchema].sort(), `${list} vs CHECK on ${table}.${column}: a new value needs a new migration`).toEqual([...values].sort());
   });
 
   it('refuses to run when a released migration was edited', async () => {

@@ -16,6 +16,7 @@ import { ConstraintViolation, DuplicateKey, StaleFence } from '../src/errors.js'
 import { loadMigrations, migrate } from '../src/migrate.js';
 import { DataDirLocked, EmbeddedReentry, createPgliteDb } from '../src/pglite.js';
 import { Store } from '../src/store.js';
+import { claimTask, loadTask, renewLeases } from '../src/tasks.js';
 import { seedCase } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -55,29 +56,26 @@ describe('embedded Postgres (PGlite) behind the Db port', () => {
 
   it('50 concurrent claims of one task: exactly one wins; int8 columns come back as numbers', async () => {
     const { taskId } = await seedCase(store);
-    const seen = (await store.getTask(taskId))!.row_version;
-    const results = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => store.claimTask(taskId, `worker-${i}`, { ttlMs: 30_000, seenRowVersion: seen })),
-    );
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => store.unitOfWork((uow) => claimTask(uow, taskId, `worker-${i}`, 30_000))));
     const winners = results.filter((r) => r.claimed);
     expect(winners).toHaveLength(1);
     for (const l of results.filter((r) => !r.claimed)) {
-      if (!l.claimed) expect(['lost_race', 'leased']).toContain(l.reason);
+      if (!l.claimed) expect(l.reason).toBe('leased');
     }
-    const row = (await store.getTask(taskId))!;
+    const row = (await loadTask(store.db, taskId))!;
     expect(row.fence_epoch).toBe(1);
     expect(typeof row.row_version).toBe('number');
     expect(row.lease_until).toBeInstanceOf(Date);
     if (winners[0]!.claimed) expect(row.lease_owner).toBe(winners[0]!.token.owner);
-    expect(await store.claimTask(taskId, 'late', { ttlMs: 30_000 })).toMatchObject({ claimed: false, reason: 'leased' });
+    expect(await claimTask(store.db, taskId, 'late', 30_000)).toMatchObject({ claimed: false, reason: 'leased' });
   });
 
   it('a worker whose fence went stale cannot complete, enqueue or renew; the new holder can', async () => {
     const { caseId, taskId } = await seedCase(store);
-    const a = await store.claimTask(taskId, 'worker-a', { ttlMs: 150 });
+    const a = await claimTask(store.db, taskId, 'worker-a', 150);
     if (!a.claimed) throw new Error('first claim must win');
     await sleep(300); // lease expires on the database clock
-    const b = await store.claimTask(taskId, 'worker-b', { ttlMs: 30_000 });
+    const b = await claimTask(store.db, taskId, 'worker-b', 30_000);
     if (!b.claimed) throw new Error(`second claim must win after expiry: ${JSON.stringify(b)}`);
     expect(b.token.epoch).toBe(a.token.epoch + 1);
 
@@ -86,13 +84,13 @@ describe('embedded Postgres (PGlite) behind the Db port', () => {
     await expect(
       store.unitOfWork((uow) => uow.enqueue({ id: newId(), type: 'task.finished', caseId }, Buffer.from('{}'), { fence: a.token })),
     ).rejects.toBeInstanceOf(StaleFence);
-    await expect(store.renewLease(a.token, 30_000)).rejects.toBeInstanceOf(StaleFence);
+    expect((await renewLeases(store, a.token.owner, [{ taskId, epoch: a.token.epoch }], 30_000)).size).toBe(0);
     expect(staleFences.slice(before)).toEqual(['complete_task', 'enqueue', 'renew_lease']);
     const { rows } = await db.query<{ n: number }>({ text: 'SELECT count(*)::int n FROM outbox_messages WHERE case_id = $1', values: [caseId] });
     expect(rows[0]!.n).toBe(0);
 
     await store.unitOfWork((uow) => uow.transitionTask(b.token, { state: 'parked', parkReason: 'question', parkDetail: { questionId: 'q1' } }));
-    expect(await store.getTask(taskId)).toMatchObject({ state: 'parked', park_reason: 'question', park_detail: { questionId: 'q1' }, lease_owner: null });
+    expect(await loadTask(store.db, taskId)).toMatchObject({ state: 'parked', park_reason: 'question', park_detail: { questionId: 'q1' }, lease_owner: null });
   });
 
   it('concurrent ledger appends form one contiguous chain that verifies; tampering is detected', async () => {
@@ -234,7 +232,7 @@ describe('embedded Postgres (PGlite) behind the Db port', () => {
     await open();
 
     expect((await migrate(db)).applied).toEqual([]);
-    expect((await store.getTask(taskId))?.case_id).toBe(caseId);
+    expect((await loadTask(store.db, taskId))?.case_id).toBe(caseId);
     expect(await store.verifyLedger(caseId)).toEqual({ ok: true, records: 1 });
   });
 });

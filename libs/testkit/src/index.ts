@@ -1,9 +1,10 @@
 /**
  * Test support shared by every package's integration tests (DESIGN §8): each test file gets
  * its own Postgres database and its own RabbitMQ name prefix, so two runs never collide.
- * Names carry the creating process id and a random suffix, so they never repeat: a test that
- * does not call `drop()` leaves its database for inspection (`ev_<test>_<pid>_<hex>`), and
- * nothing removes it later — drop those by hand when done with them.
+ * Names carry the creating process id and a random suffix, so they never repeat
+ * (`ev_<test>_<pid>_<hex>`). Every database `freshDatabase` creates is registered: under vitest,
+ * `vitest.setup.ts` drops a file's databases once the file has passed and keeps them when any
+ * of its tests or hooks failed, for inspection (drop those by hand when done with them).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -17,7 +18,7 @@ export function uniqueName(label: string): string {
   return `${slug}_${process.pid}_${randomBytes(3).toString('hex')}`;
 }
 
-/** Creates an empty database named after the test; returns its URL. */
+/** Creates an empty database named after the test and registers it; returns its URL. */
 export async function freshDatabase(label: string): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
   const name = `ev_${uniqueName(label)}`;
   const admin = new pg.Client({ connectionString: TEST_DATABASE_URL });
@@ -27,6 +28,7 @@ export async function freshDatabase(label: string): Promise<{ url: string; name:
   } finally {
     await admin.end();
   }
+  createdDatabases().add(name);
   const url = new URL(TEST_DATABASE_URL);
   url.pathname = `/${name}`;
   const drop = async () => {
@@ -34,11 +36,49 @@ export async function freshDatabase(label: string): Promise<{ url: string; name:
     await c.connect();
     try {
       await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      createdDatabases().delete(name);
     } finally {
       await c.end();
     }
   };
   return { url: url.toString(), name, drop };
+}
+
+/**
+ * The databases this process created and has not dropped. On globalThis, so a vitest setup file
+ * and the test file it runs with see one registry even if each loaded its own copy of this module.
+ */
+export function createdDatabases(): Set<string> {
+  const key = Symbol.for('everdict.testkit.createdDatabases');
+  const holder = globalThis as { [k: symbol]: Set<string> | undefined };
+  return (holder[key] ??= new Set<string>());
+}
+
+/**
+ * Drops a database nobody uses any more: a plain DROP, retried while connections are still
+ * going away (a stopped child's backends, a pool closing), never terminating one. A database
+ * still in use after `waitMs` (default 10 s) is kept; returns whether it was dropped.
+ */
+export async function dropUnusedDatabase(name: string, waitMs = 10_000): Promise<boolean> {
+  const c = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await c.connect();
+  try {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      try {
+        await c.query(`DROP DATABASE IF EXISTS ${name}`);
+        createdDatabases().delete(name);
+        return true;
+      } catch (err) {
+        // 55006 object_in_use: a connection to it is still open.
+        if ((err as { code?: string }).code !== '55006') throw err;
+        if (Date.now() > deadline) return false;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  } finally {
+    await c.end();
+  }
 }
 
 /** A RabbitMQ name prefix unique to this test file and run. */
@@ -64,3 +104,8 @@ export async function eventually<T>(probe: () => Promise<T | undefined | null | 
   }
 }
 export * from './providerServer.js';
+export * from './toolTrace.js';
+export * from './everdictStart.js';
+export * from './tools.js';
+export * from './readiness.js';
+export * from './ports.js';

@@ -17,13 +17,3 @@ export type CoordinatorCrashPoint = (typeof COORDINATOR_CRASH_POINTS)[number];
 export type CrashPoints = crash.CrashPoints<CoordinatorCrashPoint>;
 
 export const noCrashPoints: CrashPoints = crash.noCrashPoints;
-
-/** Parses `point:n[,point:n…]`; the error names the bad entry. */
-export function parseCrashSpec(spec: string): Map<CoordinatorCrashPoint, number> {
-  return crash.parseCrashSpec(COORDINATOR_CRASH_POINTS, spec);
-}
-
-/** From the environment (EVERDICT_CRASHPOINT, EVERDICT_CRASH_LOG); see @everdict/service-kit crashpoints. */
-export function crashPointsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env, kill?: () => void): CrashPoints {
-  return crash.crashPointsFromEnv(COORDINATOR_CRASH_POINTS, env, kill);
-}

@@ -23,7 +23,7 @@
 import { EverdictError, isEverdictError, newId, packetMutationKey } from '@everdict/contracts';
 import type { Clock, EffectPacket } from '@everdict/contracts';
 import { ConnectorRefused, ConnectorUnavailable, checkAssertions } from '@everdict/connectors';
-import type { CheckOutcome, Connector, PreflightResult } from '@everdict/connectors';
+import type { CheckOutcome, Connector, ConnectorSet, PreflightResult } from '@everdict/connectors';
 import {
   DISPATCH_CHANNEL,
   DuplicateKey,
@@ -58,7 +58,6 @@ import {
 import type { DispatchRow, GateRow, LandedRecord, MutationLookup, Queryable, Store, UnitOfWork } from '@everdict/store';
 import type { AuthorityFacts, DispatchRefusal } from './authority.js';
 import { checkAuthority } from './authority.js';
-import type { ConnectorSet } from './connectorSet.js';
 import type { CrashPoints } from './crashpoints.js';
 
 export const COORDINATOR_SERVICE = 'execution-coordinator';

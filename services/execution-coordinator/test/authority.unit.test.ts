@@ -5,7 +5,11 @@ import { sealPacket } from '@everdict/contracts';
 import type { EffectPacket } from '@everdict/contracts';
 import { EFFECT_DISPATCH_STATES } from '@everdict/store';
 import type { DecisionRow, GateRow, GrantRow } from '@everdict/store';
-import { backoffDelay, checkAuthority, crashPointsFromEnv, parseCrashSpec } from '../src/index.js';
+import { crash as crashKit } from '@everdict/service-kit';
+import { COORDINATOR_CRASH_POINTS, backoffDelay, checkAuthority } from '../src/index.js';
+
+const parseCrashSpec = (spec: string) => crashKit.parseCrashSpec(COORDINATOR_CRASH_POINTS, spec);
+const crashPointsFromEnv = (env: Record<string, string | undefined>, kill?: () => void) => crashKit.crashPointsFromEnv(COORDINATOR_CRASH_POINTS, env, kill);
 import type { AuthorityFacts } from '../src/index.js';
 
 const CASE = '01900000-0000-7000-8000-000000000001';

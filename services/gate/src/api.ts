@@ -12,15 +12,15 @@
  * Errors are `{"error": code, "message", "field"?}`; 401 without a known token, 400 for a
  * malformed body (naming the field), 404/403/409/422 as `decide` answers.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { GATE_STATES, VERDICTS, isEverdictError, isOneOf, isUuid } from '@everdict/contracts';
 import type { GateState } from '@everdict/contracts';
+import { RequestError, authenticateRequest, readJsonObject, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
+import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import type { RouteHandler } from '@everdict/service-kit';
 import { listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
 import type { DecisionRow, GateRow, Store } from '@everdict/store';
 import { decide, revoke } from './decide.js';
-import type { Principal, PrincipalDirectory } from './principals.js';
-import { seesCustomer } from './principals.js';
 
 export interface GateApiOptions {
   readonly store: Store;
@@ -33,12 +33,6 @@ export interface GateApiOptions {
 const DIGEST = /^sha256:[0-9a-f]{64}$/;
 const DECISION = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
-class BadRequest extends Error {
-  constructor(readonly status: 400 | 413 | 415, readonly error: string, message: string, readonly field?: string) {
-    super(message);
-  }
-}
-
 export function gateApi(opts: GateApiOptions): RouteHandler {
   const maxBody = opts.maxBodyBytes ?? 64 * 1024;
   return async (req, res) => {
@@ -46,39 +40,36 @@ export function gateApi(opts: GateApiOptions): RouteHandler {
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'v1' || parts[1] !== 'gates') return false;
 
-    const principal = opts.principals().authenticate(req.headers.authorization);
-    if (!principal) {
-      res.setHeader('www-authenticate', 'Bearer');
-      json(res, 401, { error: 'unauthenticated', message: 'a bearer token of a configured principal is required' });
-      return true;
-    }
+    const principal = authenticateRequest(req, res, opts.principals());
+    if (!principal) return true;
     try {
       const id = parts[2];
-      if (id !== undefined && !isUuid(id)) return (json(res, 404, { error: 'gate_not_found', message: 'no such gate' }), true);
+      if (id !== undefined && !isUuid(id)) return (sendError(res, 404, 'gate_not_found', 'no such gate'), true);
       if (parts.length === 2 && req.method === 'GET') return (await listGates(opts.store, principal, url, res), true);
       if (parts.length === 3 && req.method === 'GET') return (await showGate(opts.store, principal, id!, res), true);
       if (parts.length === 4 && parts[3] === 'decisions' && req.method === 'POST') {
-        const body = await readJson(req, maxBody);
+        const body = await readJsonObject(req, maxBody);
         const input = verdictInput(id!, body);
         const result = await decide(opts.store, principal, input, opts.grantTtlMs);
-        if (!result.ok) return (json(res, result.status, { error: result.error, message: result.message, ...(result.field ? { field: result.field } : {}) }), true);
+        if (!result.ok) return (sendError(res, result.status, result.error, result.message, result.field), true);
         const { ok: _ok, status, ...out } = result;
-        return (json(res, status, out), true);
+        return (sendJson(res, status, out), true);
       }
       if (parts.length === 4 && parts[3] === 'revoke' && req.method === 'POST') {
-        const body = await readJson(req, maxBody);
+        const body = await readJsonObject(req, maxBody);
         const reason = body['reason'];
-        if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new BadRequest(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
+        if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new RequestError(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
         const result = await revoke(opts.store, principal, id!, (reason as string | undefined) ?? '');
-        if (!result.ok) return (json(res, result.status, { error: result.error, message: result.message }), true);
+        if (!result.ok) return (sendError(res, result.status, result.error, result.message), true);
         const { ok: _ok, ...out } = result;
-        return (json(res, 200, out), true);
+        return (sendJson(res, 200, out), true);
       }
       const known = parts.length <= 3 || (parts.length === 4 && (parts[3] === 'decisions' || parts[3] === 'revoke'));
-      json(res, known ? 405 : 404, known ? { error: 'method_not_allowed', message: `${req.method ?? ''} is not allowed here` } : { error: 'not_found', message: 'no such route' });
+      if (known) sendError(res, 405, 'method_not_allowed', `${req.method ?? ''} is not allowed here`);
+      else sendError(res, 404, 'not_found', 'no such route');
       return true;
     } catch (err) {
-      if (err instanceof BadRequest) return (json(res, err.status, { error: err.error, message: err.message, ...(err.field ? { field: err.field } : {}) }), true);
+      if (err instanceof RequestError) return (sendRequestError(res, err), true);
       throw err;
     }
   };
@@ -89,28 +80,28 @@ function verdictInput(gateId: string, body: Record<string, unknown>) {
   const verdict = body['verdict'];
   const digest = body['digest'];
   const reason = body['reason'];
-  if (typeof decision !== 'string' || !DECISION.test(decision)) throw new BadRequest(400, 'invalid_body', 'decision must be a decision name', 'decision');
-  if (!isOneOf(VERDICTS, verdict)) throw new BadRequest(400, 'invalid_body', `verdict must be one of ${VERDICTS.join(', ')}`, 'verdict');
-  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw new BadRequest(400, 'invalid_body', 'digest must be "sha256:" + 64 hex digits', 'digest');
-  if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new BadRequest(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
+  if (typeof decision !== 'string' || !DECISION.test(decision)) throw new RequestError(400, 'invalid_body', 'decision must be a decision name', 'decision');
+  if (!isOneOf(VERDICTS, verdict)) throw new RequestError(400, 'invalid_body', `verdict must be one of ${VERDICTS.join(', ')}`, 'verdict');
+  if (typeof digest !== 'string' || !DIGEST.test(digest)) throw new RequestError(400, 'invalid_body', 'digest must be "sha256:" + 64 hex digits', 'digest');
+  if (reason !== undefined && (typeof reason !== 'string' || reason.length > 2000)) throw new RequestError(400, 'invalid_body', 'reason must be a string of at most 2000 characters', 'reason');
   return { gateId, decision, verdict, digest, reason: (reason as string | undefined) ?? null };
 }
 
 async function listGates(store: Store, principal: Principal, url: URL, res: ServerResponse): Promise<void> {
   const state = url.searchParams.get('state') ?? 'open';
-  if (!isOneOf(GATE_STATES, state)) throw new BadRequest(400, 'invalid_query', `state must be one of ${GATE_STATES.join(', ')}`, 'state');
+  if (!isOneOf(GATE_STATES, state)) throw new RequestError(400, 'invalid_query', `state must be one of ${GATE_STATES.join(', ')}`, 'state');
   const gates = (await listGatesForRoles(store.db, state as GateState, principal.roles)).filter((g) => seesCustomer(principal, g.customer));
   const decisions = await loadDecisions(store.db, gates.map((g) => g.id));
   const views = [];
   for (const g of gates) views.push(await gateView(store, principal, g, decisions.filter((d) => d.gate_id === g.id)));
-  json(res, 200, { gates: views });
+  sendJson(res, 200, { gates: views });
 }
 
 async function showGate(store: Store, principal: Principal, id: string, res: ServerResponse): Promise<void> {
   const gate = await loadGate(store.db, id);
   const visible = gate !== undefined && seesCustomer(principal, gate.customer) && gate.required_decisions.some((d) => principal.roles.includes(d.role));
-  if (!visible) return json(res, 404, { error: 'gate_not_found', message: 'no such gate' });
-  json(res, 200, await gateView(store, principal, gate, await loadDecisions(store.db, [gate.id])));
+  if (!visible) return sendError(res, 404, 'gate_not_found', 'no such gate');
+  sendJson(res, 200, await gateView(store, principal, gate, await loadDecisions(store.db, [gate.id])));
 }
 
 /** What a decision maker sees: the exact packet, every required decision and who answered it. */
@@ -158,33 +149,4 @@ async function gateView(store: Store, principal: Principal, g: GateRow, decision
     packet,
     ...(packetProblem ? { packetProblem } : {}),
   };
-}
-
-async function readJson(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
-  const type = req.headers['content-type'] ?? '';
-  if (!/^application\/json\b/i.test(type)) throw new BadRequest(415, 'unsupported_media_type', 'the body must be application/json');
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) throw new BadRequest(413, 'body_too_large', `the body exceeds ${maxBytes} bytes`);
-    chunks.push(chunk);
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    throw new BadRequest(400, 'invalid_json', 'the body is not valid JSON');
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new BadRequest(400, 'invalid_body', 'the body must be a JSON object');
-  return parsed as Record<string, unknown>;
-}
-
-function json(res: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  res.statusCode = status;
-  res.setHeader('content-type', 'application/json');
-  res.setHeader('cache-control', 'no-store');
-  res.setHeader('content-length', Buffer.byteLength(text));
-  res.end(text);
 }

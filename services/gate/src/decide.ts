@@ -12,6 +12,8 @@
  */
 import { newId } from '@everdict/contracts';
 import type { GateState, Verdict } from '@everdict/contracts';
+import { seesCustomer } from '@everdict/http-api';
+import type { Principal } from '@everdict/http-api';
 import {
   closeGateAs,
   enqueuePlatformMessage,
@@ -25,8 +27,6 @@ import {
 } from '@everdict/store';
 import type { GateRow, Store, UnitOfWork } from '@everdict/store';
 import { pendingDecisions } from './policy.js';
-import type { Principal } from './principals.js';
-import { seesCustomer } from './principals.js';
 import { GATE_SERVICE } from './requests.js';
 
 export interface VerdictInput {

@@ -1,15 +1,15 @@
 /**
- * `startGate`: the gate service composed onto a process (its own `main.ts`, or a fleet node
+ * `startGate`: the gate service composed onto a process by `everdict start` (alone, or on a node
  * running several services): the `gate.requested` inbox consumer and the JSON API on the
  * process's HTTP port. Stateless: every fact lives in Postgres, so N gates can run side by side.
  */
 import type { FleetConfig } from '@everdict/contracts';
 import { startInboxConsumer } from '@everdict/bus';
 import type { Substrate } from '@everdict/host';
+import { PrincipalDirectory } from '@everdict/http-api';
 import { busMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
 import { gateApi } from './api.js';
-import { PrincipalDirectory } from './principals.js';
 import { GATE_SERVICE, gateRequestedHandler } from './requests.js';
 
 export interface GateOptions {

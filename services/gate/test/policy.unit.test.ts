@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FleetConfig } from '@everdict/contracts';
-import { PrincipalDirectory, deriveDecisions, pendingDecisions, seesCustomer, tokenHash } from '../src/index.js';
+import { deriveDecisions, pendingDecisions } from '../src/index.js';
 
 const fleet: Pick<FleetConfig, 'gatePolicies' | 'connectors'> = {
   gatePolicies: {
@@ -62,27 +62,5 @@ describe('pendingDecisions', () => {
     expect(pendingDecisions(required, [{ decision: 'HW-ddl', verdict: 'approve', digest: d }], d).map((x) => x.decision)).toEqual(['H5']);
     expect(pendingDecisions(required, [{ decision: 'HW-ddl', verdict: 'approve', digest: 'sha256:' + 'b'.repeat(64) }], d)).toHaveLength(2);
     expect(pendingDecisions(required, [{ decision: 'H5', verdict: 'reject', digest: d }], d)).toHaveLength(2);
-  });
-});
-
-describe('PrincipalDirectory', () => {
-  const dir = new PrincipalDirectory({
-    alice: { tokenHash: tokenHash('alice-secret-token'), roles: ['dba'] },
-    bob: { tokenHash: tokenHash('bob-secret-token'), roles: ['finance'], customers: ['acme'] },
-  });
-  it('names the principal of a bearer token by its sha256', () => {
-    expect(tokenHash('x')).toBe('sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881');
-    expect(dir.authenticate('Bearer alice-secret-token')).toEqual({ id: 'alice', roles: ['dba'], customers: null });
-    expect(dir.authenticate('Bearer bob-secret-token')?.customers).toEqual(['acme']);
-  });
-  it('refuses unknown, malformed and missing tokens', () => {
-    expect(dir.authenticate(undefined)).toBeUndefined();
-    expect(dir.authenticate('Bearer nobody-knows-this')).toBeUndefined();
-    expect(dir.authenticate('Basic alice-secret-token')).toBeUndefined();
-    expect(dir.authenticate('Bearer short')).toBeUndefined();
-  });
-  it('scopes customers', () => {
-    expect(seesCustomer({ id: 'a', roles: [], customers: null }, 'x')).toBe(true);
-    expect(seesCustomer({ id: 'b', roles: [], customers: ['acme'] }, 'x')).toBe(false);
   });
 });

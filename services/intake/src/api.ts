@@ -14,7 +14,7 @@
  *   GET  /v1/fleet                    task and parked counts, outbox lag, queue depths (role `operator`)
  *
  * Authentication: `Authorization: Bearer <token>`, hashed and looked up in the fleet config's
- * principals (the gate's PrincipalDirectory: one implementation for the whole surface).
+ * principals (@everdict/http-api's PrincipalDirectory: one implementation for the whole surface).
  * Ownership: a principal's `customers` (absent = every customer) bounds every read and write;
  * a case, ledger or question of another customer is "not found" (404), never "forbidden", so
  * its existence does not leak. Webhooks authenticate by their HMAC signature instead of a
@@ -25,14 +25,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CANCEL_MODES, canonicalJson, isEverdictError, isOneOf, isUuid, sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import type { Principal, PrincipalDirectory } from '@everdict/gate';
-import { seesCustomer } from '@everdict/gate';
+import { RequestError, authenticateRequest, readJsonObject, readRawBody, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
+import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
 import type { RouteHandler } from '@everdict/service-kit';
-import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion } from '@everdict/store';
+import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, rootTaskOf, stopCase } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
-import { RequestError, readJsonObject, readRawBody, sendError, sendJson } from './http.js';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
 import { resumeCase, topUpCase } from './operatorControls.js';
@@ -81,16 +80,12 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
         await webhook(opts, parts[2]!, req, res);
         return true;
       }
-      const principal = opts.principals().authenticate(req.headers.authorization);
-      if (!principal) {
-        res.setHeader('www-authenticate', 'Bearer');
-        sendError(res, 401, 'unauthenticated', 'a bearer token of a configured principal is required');
-        return true;
-      }
+      const principal = authenticateRequest(req, res, opts.principals());
+      if (!principal) return true;
       await route(opts, maxBody, principal, parts, url, req, res);
       return true;
     } catch (err) {
-      if (err instanceof RequestError) return (sendError(res, err.status, err.error, err.message, err.field), true);
+      if (err instanceof RequestError) return (sendRequestError(res, err), true);
       if (isEverdictError(err, 'unknown_case_type') || isEverdictError(err, 'unknown_profile')) {
         const field = (err.details as { field?: string } | undefined)?.field;
         return (sendError(res, 422, err.code, err.message, field), true);
@@ -215,24 +210,18 @@ async function fleet(opts: IntakeApiOptions, principal: Principal, res: ServerRe
 
 // ------------------------------------------------------------------------------- writes
 
-const STOP_RANK = { soft: 1, hard: 2 } as const;
-
 async function cancel(opts: IntakeApiOptions, principal: Principal, row: CaseRow, body: Record<string, unknown>, res: ServerResponse): Promise<void> {
   const mode = body['mode'] ?? 'hard';
   if (!isOneOf(CANCEL_MODES, mode)) throw new RequestError(400, 'invalid_body', `mode must be one of ${CANCEL_MODES.join(', ')}`, 'mode');
   const reason = optionalText(body, 'reason', 2000);
   if (row.state === 'cancelled' || row.state === 'closed' || row.state === 'resolved') throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await opts.store.unitOfWork(async (uow) => {
-    // Lock the case so concurrent cancels serialise; a stop mode never weakens (hard stays hard).
-    const locked = (await uow.query<{ stop_mode: 'hard' | 'soft' | null }>({ text: 'SELECT stop_mode FROM cases WHERE id = $1::uuid FOR UPDATE', values: [row.id] })).rows[0];
-    const current = locked?.stop_mode ?? null;
-    const stopMode = current !== null && STOP_RANK[current] >= STOP_RANK[mode] ? current : mode;
-    await uow.query({ text: 'UPDATE cases SET stop_mode = $2::text, row_version = row_version + 1, updated_at = now() WHERE id = $1::uuid', values: [row.id, stopMode] });
-    const root = (await uow.query<{ id: string }>({ text: 'SELECT id FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at LIMIT 1', values: [row.id] })).rows[0];
-    let messageId: string | null = null;
-    if (root) messageId = await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.cancel', row.id, { taskId: root.id, mode, requestedBy: principal.id, ...(reason ? { reason } : {}) });
-    await uow.appendLedger(row.id, { kind: 'case_cancel_requested', body: { mode, stopMode, requestedBy: principal.id, rootTaskId: root?.id ?? null } });
-    return { stopMode, rootTaskId: root?.id ?? null, messageId };
+    // Concurrent stops of the case serialise in stopCase; a stop never weakens (hard stays hard).
+    const { stopMode } = await stopCase(uow, row.id, mode);
+    const root = await rootTaskOf(uow, row.id);
+    const messageId = root ? await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.cancel', row.id, { taskId: root, mode, requestedBy: principal.id, ...(reason ? { reason } : {}) }) : null;
+    await uow.appendLedger(row.id, { kind: 'case_cancel_requested', body: { mode, stopMode, requestedBy: principal.id, rootTaskId: root } });
+    return { stopMode, rootTaskId: root, messageId };
   });
   sendJson(res, 202, { caseId: row.id, mode, stopMode: result.stopMode, rootTaskId: result.rootTaskId });
 }

@@ -15,10 +15,10 @@
  */
 import type { ServerResponse } from 'node:http';
 import { isUuid } from '@everdict/contracts';
-import type { Principal } from '@everdict/gate';
-import { enqueuePlatformMessage } from '@everdict/store';
-import type { CaseRow, Queryable, Store } from '@everdict/store';
-import { RequestError, sendError, sendJson } from './http.js';
+import { RequestError, sendError, sendJson } from '@everdict/http-api';
+import type { Principal } from '@everdict/http-api';
+import { enqueuePlatformMessage, liftSoftStop, rootTaskOf, taskOfCase } from '@everdict/store';
+import type { CaseRow, Store } from '@everdict/store';
 import { INTAKE_SERVICE } from './open.js';
 
 export const OPERATOR_CONTROL_ROLE = 'operator';
@@ -62,22 +62,17 @@ export function parseTopUp(v: unknown): Partial<Record<TopUpKey, number>> {
   return out;
 }
 
-const rootTaskOf = async (q: Queryable, caseId: string): Promise<string | null> =>
-  (await q.query<{ id: string }>({ text: 'SELECT id FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at LIMIT 1', values: [caseId] })).rows[0]?.id ?? null;
-
 export async function resumeCase(store: Store, principal: Principal, row: CaseRow, body: Record<string, unknown>, res: ServerResponse): Promise<void> {
   if (!checkOperator(principal, res, 'resuming a case')) return;
   const reason = reasonOf(body);
   if (FINISHED.has(row.state)) throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await store.unitOfWork(async (uow) => {
-    // Serialise with cancels on the case row: a hard stop is never lifted.
-    const locked = (await uow.query<{ stop_mode: 'hard' | 'soft' | null }>({ text: 'SELECT stop_mode FROM cases WHERE id = $1::uuid FOR UPDATE', values: [row.id] })).rows[0];
-    const was = locked?.stop_mode ?? null;
-    if (was === 'hard') return { refused: true as const };
-    if (was === 'soft') await uow.query({ text: "UPDATE cases SET stop_mode = NULL, row_version = row_version + 1, updated_at = now() WHERE id = $1::uuid AND stop_mode = 'soft'", values: [row.id] });
+    // Serialises with cancels on the case row: a hard stop is never lifted.
+    const lift = await liftSoftStop(uow, row.id);
+    if (lift.refused) return { refused: true as const };
     const root = await rootTaskOf(uow, row.id);
     const messageId = root ? await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.resume', row.id, { taskId: root, requestedBy: principal.id, ...(reason ? { reason } : {}) }) : null;
-    await uow.appendLedger(row.id, { kind: 'case_resume_requested', body: { requestedBy: principal.id, previousStopMode: was, rootTaskId: root, messageId } });
+    await uow.appendLedger(row.id, { kind: 'case_resume_requested', body: { requestedBy: principal.id, previousStopMode: lift.previous, rootTaskId: root, messageId } });
     return { refused: false as const, root, messageId };
   });
   if (result.refused) return sendError(res, 409, 'hard_stop', 'the case is under hard stop, which is final; it cannot be resumed');
@@ -92,10 +87,7 @@ export async function topUpCase(store: Store, principal: Principal, row: CaseRow
   if (named !== undefined && (typeof named !== 'string' || !isUuid(named))) throw new RequestError(400, 'invalid_body', 'taskId must be a task id of the case', 'taskId');
   if (FINISHED.has(row.state)) throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await store.unitOfWork(async (uow) => {
-    const taskId =
-      named === undefined
-        ? await rootTaskOf(uow, row.id)
-        : ((await uow.query<{ id: string }>({ text: 'SELECT id FROM tasks WHERE id = $1::uuid AND case_id = $2::uuid', values: [named, row.id] })).rows[0]?.id ?? null);
+    const taskId = named === undefined ? await rootTaskOf(uow, row.id) : await taskOfCase(uow, row.id, named);
     if (taskId === null) return null;
     const messageId = await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'budget.topped_up', row.id, { taskId, budget, toppedUpBy: principal.id, ...(reason ? { reason } : {}) });
     await uow.appendLedger(row.id, { kind: 'budget_top_up_requested', body: { taskId, budget, requestedBy: principal.id, messageId } });

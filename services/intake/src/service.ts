@@ -1,13 +1,13 @@
 /**
- * `startIntake`: the intake service composed onto a process (its own `main.ts`, or a fleet node
+ * `startIntake`: the intake service composed onto a process by `everdict start` (alone, or on a node
  * running several services): the case API and ticket webhooks on the process's HTTP port, and
  * the mailbox monitors (one per mailbox across all replicas). Stateless: every fact lives in
  * Postgres, so N intakes can run side by side; origin keys make every arrival open one case.
  */
 import { EverdictError } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import { PrincipalDirectory } from '@everdict/gate';
 import type { Substrate } from '@everdict/host';
+import { PrincipalDirectory } from '@everdict/http-api';
 import { DEFAULT_WEBHOOK_MAX_BODY_BYTES, createWebhookHandler } from '@everdict/intake-sources';
 import type { ArrivalSink, MailboxMonitorOptions } from '@everdict/intake-sources';
 import type { ServiceContext } from '@everdict/service-kit';

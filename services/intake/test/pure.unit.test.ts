@@ -5,7 +5,7 @@ const row = (id: string, parent: string | null) => ({
   id,
   parent_id: parent,
   profile: 'p',
-  state: 'open',
+  state: 'open' as const,
   park_reason: null,
   budget_limit_minutes: parent === null ? '45' : null,
   budget_used_minutes: '1.5',

@@ -7,9 +7,9 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isEverdictError } from '@everdict/contracts';
 import type { Clock } from '@everdict/contracts';
+import type { ConnectorSet } from '@everdict/connectors';
 import { RECONCILE_CHANNEL, claimDueDispatches, renewDispatches } from '@everdict/store';
 import type { Store } from '@everdict/store';
-import type { ConnectorSet } from '../../execution-coordinator/src/connectorSet.js';
 import type { ReconcilerMetrics } from './metrics.js';
 import {
   abandonLapsedExecutions,

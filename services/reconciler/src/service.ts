@@ -5,11 +5,11 @@
  */
 import { systemClock } from '@everdict/contracts';
 import type { Clock, FleetConfig } from '@everdict/contracts';
+import type { ConnectorSet } from '@everdict/connectors';
 import { startInboxConsumer } from '@everdict/bus';
 import type { Substrate } from '@everdict/host';
 import { busMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
-import type { ConnectorSet } from '../../execution-coordinator/src/connectorSet.js';
 import { effectOutcomeHandler } from './handler.js';
 import { reconcilerMetrics } from './metrics.js';
 import { ReconcilerLoop } from './reconciler.js';

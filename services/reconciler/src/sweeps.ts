@@ -3,7 +3,7 @@
  * stuck state and enqueues whatever the repair owes someone — in the same commit. Sweeps lock
  * with SKIP LOCKED, so any number of reconcilers (and turn-workers sweeping leases) run at once.
  */
-import { PARK_REASONS } from '@everdict/contracts';
+import { PARK_REASONS, WAKE_RUNNABLE } from '@everdict/contracts';
 import {
   DISPATCH_CHANNEL,
   RECONCILE_CHANNEL,
@@ -81,12 +81,12 @@ export async function releaseExpiredLeases(store: Store, metrics: ReconcilerMetr
   return rows.length;
 }
 
-/** connector_down / provider_down parks whose backoff elapsed (or whose route answered) wake up. */
+/** Parks whose wake a sweep owns (PARK_CLASSES: health-gated backoff, a child's question) wake up. */
 export async function wakeParkedTimers(store: Store, limit = 100): Promise<number> {
   const rows = await wakeDue(store, {
     limit,
-    onWoken: async (uow, task) => {
-      await enqueuePlatformMessage(uow, RECONCILER_SERVICE, 'task.runnable', task.case_id, { taskId: task.id, reason: 'woken' });
+    onWoken: async (uow, task, cause) => {
+      await enqueuePlatformMessage(uow, RECONCILER_SERVICE, 'task.runnable', task.case_id, { taskId: task.id, reason: WAKE_RUNNABLE[cause] });
     },
   });
   return rows.length;

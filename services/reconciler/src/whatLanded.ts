@@ -13,7 +13,7 @@
  */
 import type { Clock } from '@everdict/contracts';
 import { ConnectorRefused, mayRetryAutomatically } from '@everdict/connectors';
-import type { LandedReport } from '@everdict/connectors';
+import type { ConnectorSet, LandedReport } from '@everdict/connectors';
 import {
   DISPATCH_CHANNEL,
   effectIdempotencyKey,
@@ -26,7 +26,6 @@ import {
   recordEffectOutcome,
 } from '@everdict/store';
 import type { DispatchRow, LandedRecord, Store } from '@everdict/store';
-import type { ConnectorSet } from '../../execution-coordinator/src/connectorSet.js';
 
 export interface Backoff {
   readonly initialMs: number;

@@ -5,10 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Registry } from 'prom-client';
 import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
-import { Store, createPgDb, migrate, parkWithBackoff } from '@everdict/store';
+import { Store, claimTask, createPgDb, loadTask, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
+import { ConnectorSet } from '@everdict/connectors';
 import { freshDatabase } from '@everdict/testkit';
-import { ConnectorSet } from '../../execution-coordinator/src/connectorSet.js';
 import { ReconcilerLoop, reconcilerMetrics } from '../src/index.js';
 
 let db: Db;
@@ -42,13 +42,13 @@ const runnable = async (taskId: string) => {
 describe('reconciler sweeps', () => {
   it('releases an expired lease (database clock) and nudges the task; counts it', async () => {
     const { taskId } = await openTask();
-    const claim = await store.claimTask(taskId, 'dead-worker', { ttlMs: 200 });
+    const claim = await claimTask(store.db, taskId, 'dead-worker', 200);
     expect(claim.claimed).toBe(true);
     await loop.tick();
-    expect((await store.getTask(taskId))?.state).toBe('running'); // not yet expired
+    expect((await loadTask(store.db, taskId))?.state).toBe('running'); // not yet expired
     await new Promise((r) => setTimeout(r, 300));
     await loop.tick();
-    const task = await store.getTask(taskId);
+    const task = await loadTask(store.db, taskId);
     expect(task).toMatchObject({ state: 'open', lease_owner: null });
     expect(await runnable(taskId)).toEqual([expect.objectContaining({ sender: expect.objectContaining({ service: 'reconciler' }), payload: { taskId, reason: 'retry' } })]);
     expect(await registry.metrics()).toMatch(/everdict_task_lease_expiries_total [1-9]/);
@@ -56,15 +56,15 @@ describe('reconciler sweeps', () => {
 
   it('wakes a connector_down park once its backoff elapsed, and reports the oldest parked age', async () => {
     const { taskId } = await openTask();
-    const claim = await store.claimTask(taskId, 'worker', { ttlMs: 30_000 });
+    const claim = await claimTask(store.db, taskId, 'worker', 30_000);
     if (!claim.claimed) throw new Error('claim failed');
-    await store.unitOfWork((uow) => parkWithBackoff(uow, claim.token, 'connector_down', { connector: 'billing' }, 150));
+    await store.unitOfWork((uow) => uow.transitionTask(claim.token, { state: 'parked', parkReason: 'connector_down', parkDetail: { connector: 'billing' }, wakeAfterMs: 150 }));
     await loop.tick();
-    expect((await store.getTask(taskId))?.state).toBe('parked');
+    expect((await loadTask(store.db, taskId))?.state).toBe('parked');
     expect(await registry.metrics()).toMatch(/everdict_tasks_parked_oldest_age_seconds\{park_reason="connector_down"\} [0-9.e-]+/);
     await new Promise((r) => setTimeout(r, 250));
     await loop.tick();
-    expect((await store.getTask(taskId))?.state).toBe('open');
+    expect((await loadTask(store.db, taskId))?.state).toBe('open');
     expect((await runnable(taskId)).map((m) => m.payload.reason)).toEqual(['woken']);
   });
 

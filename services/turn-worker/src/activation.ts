@@ -18,7 +18,7 @@ import {
   recordVersionDecision,
   versionDecision,
 } from '@everdict/store';
-import type { FenceToken, GraphTaskRow, LedgerHead, NoteRow, StoredCall } from '@everdict/store';
+import type { FenceToken, LedgerHead, NoteRow, StoredCall, TaskRow } from '@everdict/store';
 import { sendRunnable } from './envelopes.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
@@ -36,7 +36,7 @@ export interface ActivationEnv extends TurnEnv {
 
 export interface Claim {
   readonly token: FenceToken;
-  readonly task: GraphTaskRow;
+  readonly task: TaskRow;
 }
 
 /** The objective text of a task row (`{text}` as the runtime writes it, else its JSON). */
@@ -54,7 +54,7 @@ export interface PinnedContext {
 }
 
 /** The execution context of a task that has no checkpoint yet (a root's from its case type). */
-export function freshContext(catalog: Pick<Catalog, 'rootContext'>, task: GraphTaskRow, caseType: string): PinnedContext {
+export function freshContext(catalog: Pick<Catalog, 'rootContext'>, task: TaskRow, caseType: string): PinnedContext {
   if (task.parent_id !== null) {
     const c = (task.context ?? {}) as { envelope?: ExecutionEnvelope; mode?: ExecutionMode | null; tools?: string[] };
     if (!c.envelope) throw new RestoreFailure('invalid_state', `child task ${task.id} has no execution context`, { taskId: task.id });

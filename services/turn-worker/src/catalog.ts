@@ -10,10 +10,10 @@ import { kernelRegistry } from '@everdict/agent-runtime';
 import type { Tool, ToolRegistry } from '@everdict/agent-runtime';
 import { ModelRouter } from '@everdict/llm';
 import type { ModelClient, RouteTable } from '@everdict/llm';
-import type { LoadedFleetConfig } from '@everdict/service-kit';
+import type { LoadedFleetConfig, Logger } from '@everdict/service-kit';
 import type { Db } from '@everdict/store';
 import { runtimeSettings, type RuntimeSettings } from './settings.js';
-import { builtinTool, type ToolTiming } from './tools.js';
+import { builtinTool, traced, type ToolTiming } from './tools.js';
 import { writesProposeTool } from './writesPropose.js';
 import type { ProposalTurn } from './writesPropose.js';
 import { versionsOf, type Versions } from './versions.js';
@@ -39,6 +39,8 @@ export interface CatalogDeps {
   readonly db: Db;
   readonly timing: (taskId: string) => ToolTiming | undefined;
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Where tool invocations are traced at debug level (tools.ts); default none, no trace. */
+  readonly logger?: Logger;
 }
 
 export class Catalog {
@@ -49,12 +51,14 @@ export class Catalog {
   private readonly propose: Tool;
 
   constructor(loaded: LoadedFleetConfig, private readonly deps: CatalogDeps) {
-    this.propose = writesProposeTool({
-      db: deps.db,
-      fleet: () => this.gen.loaded.config,
-      auditorOf: (profileName) => this.auditorOf(profileName),
-      turnOf: (taskId) => this.proposals.get(taskId),
-    });
+    this.propose = this.traced(
+      writesProposeTool({
+        db: deps.db,
+        fleet: () => this.gen.loaded.config,
+        auditorOf: (profileName) => this.auditorOf(profileName),
+        turnOf: (taskId) => this.proposals.get(taskId),
+      }),
+    );
     this.gen = this.build(loaded);
   }
 
@@ -71,12 +75,17 @@ export class Catalog {
     return { name, profile, client: this.gen.router.client(profile.route) };
   }
 
+  /** Every running turn has its entry in `proposals`, which names the task's case. */
+  private traced(tool: Tool): Tool {
+    return this.deps.logger ? traced(tool, this.deps.logger, (taskId) => this.proposals.get(taskId)?.caseId) : tool;
+  }
+
   private build(loaded: LoadedFleetConfig): Generation {
     const c = loaded.config;
     const routes: RouteTable = Object.fromEntries(Object.entries(c.routes).filter((e): e is [string, NonNullable<(typeof e)[1]>] => e[1] !== undefined));
     const router = new ModelRouter(routes, { baseDir: loaded.baseDir, ...(this.deps.env ? { env: this.deps.env } : {}) });
     const tools = new Map<string, Tool>();
-    for (const [name, spec] of Object.entries(c.tools ?? {})) if (spec) tools.set(name, builtinTool(name, spec, this.deps));
+    for (const [name, spec] of Object.entries(c.tools ?? {})) if (spec) tools.set(name, this.traced(builtinTool(name, spec, this.deps)));
     return { loaded, settings: runtimeSettings(c), router, tools, views: new Map() };
   }
 
@@ -91,11 +100,6 @@ export class Catalog {
   /** Swaps the config; views are rebuilt lazily under the new one. */
   replace(loaded: LoadedFleetConfig): void {
     this.gen = this.build(loaded);
-  }
-
-  /** True when a probe tool is configured (its table must exist). */
-  hasProbeTools(): boolean {
-    return Object.values(this.gen.loaded.config.tools ?? {}).some((t) => t?.builtin === 'probe');
   }
 
   profile(name: string): FleetProfile {

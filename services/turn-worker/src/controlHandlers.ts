@@ -5,18 +5,19 @@
  * handler they run in the delivery's ONE unit of work (inbox row + state change + outbox rows)
  * and authenticate against persisted assignments, never against claimed fields (§4).
  */
+import { isOneOf, TERMINAL_TASK_STATES, wakes } from '@everdict/contracts';
 import type { AnyEnvelope, BudgetTopUp } from '@everdict/contracts';
 import type { MessageHandler, MessageHandlers } from '@everdict/bus';
-import { addNote, loadGraphTask, lockTask, wakeParked, withdrawSoftCancelRequest } from '@everdict/store';
-import type { GraphTaskRow, UnitOfWork } from '@everdict/store';
+import { addNote, loadTask, lockTask, withdrawSoftCancelRequest } from '@everdict/store';
+import type { TaskRow, UnitOfWork } from '@everdict/store';
 import { resumeAction } from './decisions.js';
-import { sendRunnable } from './envelopes.js';
 import type { HandlerEnv } from './handlers.js';
 import { agentPrincipal } from './questions.js';
+import { wake } from './wake.js';
 
 type Of<T extends AnyEnvelope['type']> = Extract<AnyEnvelope, { type: T }>;
 
-const TERMINAL = new Set(['done', 'failed', 'cancelled']);
+const ended = (t: TaskRow) => isOneOf(TERMINAL_TASK_STATES, t.state);
 
 /** Services that speak for an operator (intake authenticates the principal and checks its role). */
 const OPERATOR_SERVICES = new Set(['intake', 'operator']);
@@ -27,8 +28,8 @@ function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
 }
 
 /** The question a task is parked on and whom it asked (its park detail). */
-function waitingOn(task: GraphTaskRow): { questionId: string | null; askedOf: string | null } {
-  const d = (task.state === 'parked' && task.park_reason === 'question' ? (task.park_detail ?? {}) : {}) as { questionId?: unknown; askedOf?: unknown };
+function waitingOn(task: TaskRow): { questionId: string | null; askedOf: string | null } {
+  const d = (task.state === 'parked' && wakes(task.park_reason, 'answer') ? (task.park_detail ?? {}) : {}) as { questionId?: unknown; askedOf?: unknown };
   return { questionId: typeof d.questionId === 'string' ? d.questionId : null, askedOf: typeof d.askedOf === 'string' ? d.askedOf : null };
 }
 
@@ -36,14 +37,11 @@ function waitingOn(task: GraphTaskRow): { questionId: string | null; askedOf: st
  * The budget top-up itself: a note that raises the named limits at the task's next restore, a
  * ledger record, and — for a task parked `budget` — the wake-up. `messageId` dedups the note.
  */
-export async function applyTopUp(uow: UnitOfWork, task: GraphTaskRow, budget: Readonly<Record<string, number>>, by: string, source: { ref: string; messageId: string | null; reason?: string | undefined }): Promise<boolean> {
+export async function applyTopUp(uow: UnitOfWork, task: TaskRow, budget: Readonly<Record<string, number>>, by: string, source: { ref: string; messageId: string | null; reason?: string | undefined }): Promise<boolean> {
   const seq = await addNote(uow, task.id, 'top_up', { budget, by, ref: source.ref }, source.messageId);
   if (seq === null) return false; // this message topped it up before
   await uow.appendLedger(task.case_id, { kind: 'budget_topped_up', body: { taskId: task.id, budget, by, messageId: source.messageId, reason: source.reason ?? null } });
-  if (task.state === 'parked' && task.park_reason === 'budget') {
-    const woken = await wakeParked(uow, task.id, 'budget');
-    if (woken) await sendRunnable(uow, woken, 'woken', null);
-  }
+  if (task.state === 'parked' && wakes(task.park_reason, 'top_up')) await wake(uow, task.id, 'top_up');
   return true;
 }
 
@@ -58,15 +56,14 @@ export async function answeredByParent(env: HandlerEnv, e: Of<'question.answered
   if (parentId === null || p.answeredBy !== agentPrincipal(parentId)) return refuse(env, e, 'an agent answers only as the task it is');
   const child = await lockTask(uow, p.taskId);
   if (!child || child.case_id !== e.caseId || child.parent_id !== parentId) return refuse(env, e, 'only the parent a question was put to answers it');
-  const parent = await loadGraphTask(uow, parentId);
+  const parent = await loadTask(uow, parentId);
   if (!parent || parent.case_id !== e.caseId || e.lineage.parentTaskId !== parent.parent_id) return refuse(env, e, 'lineage does not match the task graph');
   const w = waitingOn(child);
   if (w.questionId !== p.questionId || w.askedOf !== parentId) return 'ignored'; // answered before, or no longer waiting on it
   await addNote(uow, child.id, 'answer', { questionId: p.questionId, answer: p.answer, answeredBy: p.answeredBy }, e.id);
   await uow.appendLedger(child.case_id, { kind: 'question_answered', body: { taskId: child.id, questionId: p.questionId, answeredBy: p.answeredBy } });
   // Exactly the task parked on THIS question wakes; nothing else does.
-  const woken = await wakeParked(uow, child.id, 'question');
-  if (woken) await sendRunnable(uow, woken, 'answered', null);
+  await wake(uow, child.id, 'answer');
   return 'applied';
 }
 
@@ -74,7 +71,7 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
   /** A sub-agent's question reaches its parent as a note; a parent waiting on its children wakes. */
   const raised: MessageHandler<Of<'question.raised'>> = async (e, uow) => {
     const p = e.payload;
-    const child = await loadGraphTask(uow, p.taskId);
+    const child = await loadTask(uow, p.taskId);
     if (!child) return refuse(env, e, 'unknown task');
     if (child.parent_id === null || child.parent_id !== p.parentTaskId) return refuse(env, e, 'task is not a child of that parent');
     if (e.sender.taskId !== child.id) return refuse(env, e, 'sender is not the task');
@@ -82,7 +79,7 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
     const w = waitingOn(child);
     if (w.questionId !== p.questionId || w.askedOf !== p.parentTaskId) return refuse(env, e, 'the task is not waiting on that question');
     const parent = await lockTask(uow, p.parentTaskId);
-    if (!parent || TERMINAL.has(parent.state)) {
+    if (!parent || ended(parent)) {
       // Nobody is left to answer: the task stays parked (never failed for waiting), visible as such.
       await uow.appendLedger(child.case_id, { kind: 'question_unrouted', body: { taskId: child.id, questionId: p.questionId, parentTaskId: p.parentTaskId, why: 'the parent has finished' } });
       return 'applied';
@@ -92,10 +89,7 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
     await uow.appendLedger(parent.case_id, { kind: 'question_relayed', body: { taskId: child.id, questionId, to: parent.id } });
     // A parent that is running, or parked on something of its own, sees the note when it next
     // runs; one that parks on its children meanwhile is woken by the sweep (wakeDue).
-    if (parent.state === 'parked' && parent.park_reason === 'children') {
-      const woken = await wakeParked(uow, parent.id, 'children');
-      if (woken) await sendRunnable(uow, woken, 'woken', null);
-    }
+    if (parent.state === 'parked' && wakes(parent.park_reason, 'child_question')) await wake(uow, parent.id, 'child_question');
     return 'applied';
   };
 
@@ -108,16 +102,9 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
     const action = resumeAction(task);
     if (action === 'nothing') return 'ignored';
     await withdrawSoftCancelRequest(uow, task.id);
-    let woke = false;
-    if (action === 'wake') {
-      // No note: the task goes on from its checkpoint exactly as it would have without the stop
-      // (its next request may already be journalled); the ledger records who resumed it.
-      const woken = await wakeParked(uow, task.id, 'gate');
-      if (woken) {
-        await sendRunnable(uow, woken, 'woken', null);
-        woke = true;
-      }
-    }
+    // No note on a wake: the task goes on from its checkpoint exactly as it would have without
+    // the stop (its next request may already be journalled); the ledger records who resumed it.
+    const woke = action === 'wake' && (await wake(uow, task.id, 'soft_stop_lifted'));
     await uow.appendLedger(task.case_id, { kind: 'task_resumed', body: { taskId: task.id, requestedBy: p.requestedBy ?? null, woke, reason: p.reason ?? null } });
     return 'applied';
   };
@@ -127,7 +114,7 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
     const p = e.payload;
     if (!OPERATOR_SERVICES.has(e.sender.service)) return refuse(env, e, 'only an operator tops a budget up');
     const task = await lockTask(uow, p.taskId);
-    if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
+    if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
     const budget: BudgetTopUp = p.budget;
     const applied = await applyTopUp(uow, task, budget as Record<string, number>, p.toppedUpBy, { ref: `top-up:${e.id}`, messageId: e.id, reason: p.reason });
     return applied ? 'applied' : 'ignored';

@@ -21,13 +21,3 @@ export type CrashPoint = (typeof CRASH_POINTS)[number];
 export type CrashPoints = crash.CrashPoints<CrashPoint>;
 
 export const noCrashPoints: CrashPoints = crash.noCrashPoints;
-
-/** Parses `point:n[,point:n…]`; the error names the bad entry. */
-export function parseCrashSpec(spec: string): Map<CrashPoint, number> {
-  return crash.parseCrashSpec(CRASH_POINTS, spec);
-}
-
-/** From the environment (EVERDICT_CRASHPOINT, EVERDICT_CRASH_LOG); see @everdict/service-kit crashpoints. */
-export function crashPointsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env, kill?: () => void): CrashPoints {
-  return crash.crashPointsFromEnv(CRASH_POINTS, env, kill);
-}

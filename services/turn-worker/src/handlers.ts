@@ -8,30 +8,30 @@
  * parent, the envelope's sender is that child, and (for a report) the child's persisted state
  * is the outcome it claims. Anything else is recorded and ignored.
  */
-import { EverdictError } from '@everdict/contracts';
+import { EverdictError, isOneOf, TERMINAL_TASK_STATES, wakes } from '@everdict/contracts';
 import type { AnyEnvelope, PlanStepV1 } from '@everdict/contracts';
 import type { MessageHandler, MessageHandlers } from '@everdict/bus';
 import {
   addNote,
   cancelTree,
-  claimTaskInUnit,
+  claimTask,
   confirmPlanRevision,
   lastConfirmedRevision,
-  loadGraphTask,
   loadPlanRevision,
+  loadTask,
   lockQuestionRow,
   lockTask,
   recordAnswer,
   recordVersionDecision,
   softCancel,
   unreportedChildren,
-  wakeParked,
 } from '@everdict/store';
-import type { GraphTaskRow, Store, UnitOfWork } from '@everdict/store';
+import type { Store, TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
 import { answeredByParent, applyTopUp, controlHandlers } from './controlHandlers.js';
-import { send, sendRunnable } from './envelopes.js';
+import { send } from './envelopes.js';
+import { wake } from './wake.js';
 
 export interface HandlerEnv {
   /** This process's lease owner name. */
@@ -59,7 +59,7 @@ export class PlanOutOfOrder extends EverdictError {
 
 type Of<T extends AnyEnvelope['type']> = Extract<AnyEnvelope, { type: T }>;
 
-const TERMINAL = new Set(['done', 'failed', 'cancelled']);
+const ended = (t: TaskRow) => isOneOf(TERMINAL_TASK_STATES, t.state);
 
 function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
   env.logger.warn({ messageId: e.id, type: e.type, why }, 'message refused by the turn-worker');
@@ -67,7 +67,7 @@ function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
 }
 
 /** The sender must be the persisted child of the parent the payload names. */
-function childOf(e: AnyEnvelope, child: GraphTaskRow | undefined, parentId: string): string | null {
+function childOf(e: AnyEnvelope, child: TaskRow | undefined, parentId: string): string | null {
   if (!child) return 'unknown task';
   if (child.parent_id === null || child.parent_id !== parentId) return 'task is not a child of that parent';
   if (e.sender.taskId !== child.id) return 'sender is not the task';
@@ -78,7 +78,7 @@ function childOf(e: AnyEnvelope, child: GraphTaskRow | undefined, parentId: stri
 
 export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const runnable: MessageHandler<Of<'task.runnable'>> = async (e, uow) => {
-    const claim = await claimTaskInUnit(uow, e.payload.taskId, env.owner, env.leaseTtlMs());
+    const claim = await claimTask(uow, e.payload.taskId, env.owner, env.leaseTtlMs());
     if (!claim.claimed) return 'ignored';
     const held = { token: claim.token, task: claim.task };
     if (e.payload.reason === 'opened') await env.firstIntent?.(uow, held);
@@ -106,33 +106,29 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
       await uow.appendLedger(task.case_id, { kind: 'question_answered', body: { taskId: task.id, questionId: q.id, answeredBy: p.answeredBy } });
     }
     // Exactly the task parked on THIS question wakes; nothing else does.
-    if (task.state === 'parked' && task.park_reason === 'question' && detail.questionId === q.id) {
-      const woken = await wakeParked(uow, task.id, 'question');
-      if (woken) await sendRunnable(uow, woken, 'answered', null);
-    }
+    if (task.state === 'parked' && wakes(task.park_reason, 'answer') && detail.questionId === q.id) await wake(uow, task.id, 'answer');
     return 'applied';
   };
 
   const finished: MessageHandler<Of<'task.finished'>> = async (e, uow) => {
     const p = e.payload;
     if (p.parentTaskId === null) return 'ignored'; // a root's end is the case's business
-    const child = await loadGraphTask(uow, p.taskId);
+    const child = await loadTask(uow, p.taskId);
     const bad = childOf(e, child, p.parentTaskId);
     if (bad !== null) return refuse(env, e, bad);
     if (child!.state !== p.outcome) return refuse(env, e, 'the task has not reached the outcome it reports');
     const parent = await lockTask(uow, p.parentTaskId);
-    if (!parent || TERMINAL.has(parent.state)) return 'ignored';
+    if (!parent || ended(parent)) return 'ignored';
     await addNote(uow, parent.id, 'child_report', { childTaskId: child!.id, outcome: p.outcome, summary: p.summary ?? '' }, e.id);
-    if (parent.state === 'parked' && parent.park_reason === 'children' && (await unreportedChildren(uow, parent.id)) === 0) {
-      const woken = await wakeParked(uow, parent.id, 'children');
-      if (woken) await sendRunnable(uow, woken, 'child_finished', null);
+    if (parent.state === 'parked' && wakes(parent.park_reason, 'children_reported') && (await unreportedChildren(uow, parent.id)) === 0) {
+      await wake(uow, parent.id, 'children_reported');
     }
     return 'applied';
   };
 
   const planSubmitted: MessageHandler<Of<'plan.submitted'>> = async (e, uow) => {
     const p = e.payload;
-    const child = await loadGraphTask(uow, p.taskId);
+    const child = await loadTask(uow, p.taskId);
     const bad = childOf(e, child, p.parentTaskId);
     if (bad !== null) return refuse(env, e, bad);
     // The message must carry exactly the persisted, immutable revision it names.
@@ -144,7 +140,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     if (p.revision <= confirmed) return 'ignored'; // already confirmed: a stale or repeated submission
     if (p.expectedRevision !== confirmed) throw new PlanOutOfOrder(p.taskId, p.revision, confirmed);
     const parent = await lockTask(uow, p.parentTaskId);
-    if (!parent || TERMINAL.has(parent.state)) return 'ignored';
+    if (!parent || ended(parent)) return 'ignored';
     const steps = rev.steps as PlanStepV1[];
     await confirmPlanRevision(uow, { taskId: p.taskId, revision: p.revision, confirmedBy: parent.id, planHash: p.planHash, messageId: e.id, steps });
     await addNote(uow, parent.id, 'plan', { childTaskId: p.taskId, revision: p.revision, steps: steps.map((s) => ({ stepId: s.stepId, title: s.title })) }, e.id);
@@ -155,7 +151,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const cancel: MessageHandler<Of<'task.cancel'>> = async (e, uow) => {
     const p = e.payload;
     const task = await lockTask(uow, p.taskId);
-    if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
+    if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
     if (p.mode === 'soft') {
       await softCancel(uow, task.id);
       await uow.appendLedger(task.case_id, { kind: 'task_cancel_requested', body: { taskId: task.id, mode: 'soft', requestedBy: p.requestedBy ?? null } });
@@ -183,11 +179,10 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const detail = (task.park_detail ?? {}) as { gateId?: string };
-    if (task.state !== 'parked' || task.park_reason !== 'gate' || detail.gateId !== p.gateId) return 'ignored';
+    if (task.state !== 'parked' || !wakes(task.park_reason, 'gate_refused') || detail.gateId !== p.gateId) return 'ignored';
     await addNote(uow, task.id, 'gate', { gateId: p.gateId, outcome: p.outcome, reason: p.reason ?? null }, e.id);
     if (p.outcome === 'approved') return 'applied';
-    const woken = await wakeParked(uow, task.id, 'gate');
-    if (woken) await sendRunnable(uow, woken, 'decided', null);
+    await wake(uow, task.id, 'gate_refused');
     return 'applied';
   };
 
@@ -200,14 +195,11 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const p = e.payload;
     if (e.sender.service !== 'execution-coordinator' && e.sender.service !== 'reconciler') return refuse(env, e, 'only the coordinator and the reconciler report what landed');
     const task = await lockTask(uow, p.taskId);
-    if (!task || task.case_id !== e.caseId || TERMINAL.has(task.state)) return 'ignored';
+    if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
     await addNote(uow, task.id, 'outcome', { callId: p.callId, grantId: p.grantId, outcome: p.outcome, established: p.established, receipt: p.receipt ?? null }, e.id);
     const detail = (task.park_detail ?? {}) as { packetDigest?: string; grantId?: string; effectCallId?: string };
     const waitsOnIt = detail.packetDigest === p.packetDigest || detail.grantId === p.grantId || detail.effectCallId === p.callId;
-    if (task.state === 'parked' && task.park_reason === 'gate' && waitsOnIt && p.outcome !== 'unknown') {
-      const woken = await wakeParked(uow, task.id, 'gate');
-      if (woken) await sendRunnable(uow, woken, 'outcome', null);
-    }
+    if (task.state === 'parked' && wakes(task.park_reason, 'effect_landed') && waitsOnIt && p.outcome !== 'unknown') await wake(uow, task.id, 'effect_landed');
     return 'applied';
   };
 
@@ -230,7 +222,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
 export async function topUpBudget(store: Store, taskId: string, budget: Readonly<Record<string, number>>, by: string): Promise<boolean> {
   return store.unitOfWork(async (uow: UnitOfWork) => {
     const task = await lockTask(uow, taskId);
-    if (!task || TERMINAL.has(task.state)) return false;
+    if (!task || ended(task)) return false;
     return applyTopUp(uow, task, budget, by, { ref: `top-up:${Date.now()}`, messageId: null });
   });
 }

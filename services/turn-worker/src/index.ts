@@ -1,7 +1,7 @@
 /**
  * @everdict/turn-worker — claims tasks and runs durable agent turns (seed 004 §2, §3, §6, §7,
  * §11.3–§11.5): call journal, checkpoints, sub-agents, plans, questions, parking, versions.
- * `main.ts` starts it as a service; these exports are its parts, for tests and composition.
+ * `everdict start` composes it with `startTurnWorker`; these exports are its parts.
  */
 export * from './activation.js';
 export * from './authority.js';
@@ -27,5 +27,7 @@ export * from './tools.js';
 export * from './turn.js';
 export * from './turnBuffer.js';
 export * from './turnJournal.js';
+export * from './turnWrite.js';
 export * from './versions.js';
 export * from './worker.js';
+export * from './env.js';

@@ -4,7 +4,7 @@
  * lease gone (swept after a stall, claimed by another worker) is aborted at once: its next
  * fenced write would be refused anyway, and it must not even start one.
  */
-import { renewLeaseBatch } from '@everdict/store';
+import { renewLeases } from '@everdict/store';
 import type { FenceToken, Store } from '@everdict/store';
 import type { Logger } from 'pino';
 
@@ -51,9 +51,9 @@ export class LeaseKeeper {
   async renewAll(): Promise<void> {
     const leases = [...this.held.values()].map((h) => ({ taskId: h.token.taskId, epoch: h.token.epoch }));
     if (leases.length === 0) return;
-    let renewed: Set<string>;
+    let renewed: Map<string, Date>;
     try {
-      renewed = await renewLeaseBatch(this.store, this.owner, leases, this.ttlMs());
+      renewed = await renewLeases(this.store, this.owner, leases, this.ttlMs());
     } catch (err) {
       // The database is unreachable: the leases run out on its clock and the tasks are swept.
       this.logger.warn({ err: String(err), leases: leases.length }, 'lease renewal failed');

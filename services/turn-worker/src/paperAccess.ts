@@ -7,7 +7,7 @@
  * not record it twice).
  */
 import { sha256Hex } from '@everdict/contracts';
-import { loadGraphTask, papersNamed, Store } from '@everdict/store';
+import { loadTask, papersNamed, Store } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { heldAuthority } from './authority.js';
 
@@ -17,7 +17,7 @@ export type PaperRead = { readonly kind: 'read'; readonly name: string; readonly
 export async function readPermittedPaper(db: Db, caseId: string, taskId: string, ref: string): Promise<PaperRead> {
   const candidates = await papersNamed(db, caseId, ref);
   if (candidates.length === 0) return { kind: 'unknown' };
-  const task = await loadGraphTask(db, taskId);
+  const task = await loadTask(db, taskId);
   const held = heldAuthority(task ?? { parent_id: null, context: null }, []);
   const permitted = candidates.find((c) => held.permittedPapers.includes(c.name));
   if (permitted) return { kind: 'read', name: permitted.name, bytes: permitted.bytes };

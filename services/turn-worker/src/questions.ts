@@ -20,11 +20,11 @@ import { newId } from '@everdict/contracts';
 import type { ParkReason } from '@everdict/contracts';
 import type { ArmedWait } from '@everdict/agent-runtime';
 import { askQuestion, childWaitingOn } from '@everdict/store';
-import type { FenceToken, GraphTaskRow, UnitOfWork } from '@everdict/store';
+import type { FenceToken, TaskRow, UnitOfWork } from '@everdict/store';
 import { send } from './envelopes.js';
 
 export interface Asker {
-  readonly task: GraphTaskRow;
+  readonly task: TaskRow;
   readonly token: FenceToken;
   readonly rootTaskId: string;
 }

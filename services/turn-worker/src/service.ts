@@ -1,6 +1,6 @@
 /**
  * The turn-worker on a host substrate (Postgres, transport and outbox relay opened by
- * `openSubstrate`): what `main.ts` runs as its own process, and what a fleet node composes
+ * `openSubstrate`), as `everdict start` composes it, alone or
  * alongside the other services. Registers its drain as a shutdown hook (it runs before the
  * relay, broker and pool close).
  */
@@ -18,7 +18,7 @@ import type { TurnTiming } from './turn.js';
 import { SERVICE, TurnWorker } from './worker.js';
 
 export interface TurnWorkerServiceOptions {
-  /** Fault injection (default none; main.ts reads EVERDICT_CRASHPOINT). */
+  /** Fault injection (default none; `everdict start` reads EVERDICT_CRASHPOINT). */
   readonly crash?: CrashPoints;
   /** File every real model call is logged to (default none). */
   readonly modelLog?: string | null;
@@ -51,7 +51,7 @@ export const systemKernelClock: KernelClock = {
 
 export async function startTurnWorker(ctx: ServiceContext, substrate: Substrate, fleet: LoadedFleetConfig, opts: TurnWorkerServiceOptions = {}): Promise<RunningTurnWorker> {
   const timings = new Map<string, TurnTiming>();
-  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId) });
+  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId), logger: ctx.logger });
   const metrics = turnMetrics(ctx.metrics.registry, { keepSamples: opts.keepSamples ?? false });
   const worker = new TurnWorker({
     store: substrate.store,

@@ -1,9 +1,11 @@
 /**
  * The sweeper every turn-worker runs (the reconciler reuses the same store statements): tasks
  * whose lease expired on the database clock — their worker died or stalled — become runnable
- * again, and parked provider/connector tasks whose backoff elapsed (or whose route is healthy
- * again) wake. Each sweep is one unit of work with the task.runnable outbox rows it needs.
+ * again, and parks whose wake the sweep owns (health-gated backoff, a parent's waiting child
+ * question — contracts' PARK_CLASSES) wake. Each sweep is one unit of work with the
+ * task.runnable outbox rows it needs.
  */
+import { WAKE_RUNNABLE } from '@everdict/contracts';
 import { sweepLeases, wakeDue } from '@everdict/store';
 import type { Store } from '@everdict/store';
 import type { Logger } from 'pino';
@@ -39,7 +41,7 @@ export class Sweeper {
   /** One pass; returns how many tasks it made runnable. */
   async sweepOnce(): Promise<{ expired: number; woken: number }> {
     const expired = await sweepLeases(this.store, { limit: this.limit, onExpired: async (uow, t) => void (await sendRunnable(uow, t, 'retry', null)) });
-    const woken = await wakeDue(this.store, { limit: this.limit, onWoken: async (uow, t) => void (await sendRunnable(uow, t, 'woken', null)) });
+    const woken = await wakeDue(this.store, { limit: this.limit, onWoken: async (uow, t, cause) => void (await sendRunnable(uow, t, WAKE_RUNNABLE[cause], null)) });
     if (expired.length > 0) {
       this.metrics.swept('expired_lease', expired.length);
       this.logger.info({ tasks: expired.length }, 'expired leases swept; tasks runnable again');

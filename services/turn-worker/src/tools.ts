@@ -1,35 +1,21 @@
 /**
- * Built-in tools declared in the fleet config's `tools` section. All are first-party, in-process
- * reads:
- * - `static` answers its configured `output`;
- * - `echo` answers its arguments (canonical JSON);
- * - `probe` first records the execution (call id, task, tool) in `probe_executions` — in its own
- *   statement, outside every turn's unit of work, exactly like an external read that leaves a
- *   trace — then answers `output`. Tests and benchmarks count these rows to prove that no
- *   completed read ran twice.
+ * The tools an agent's registry holds in this process.
+ *
+ * Built-in tools, declared in the fleet config's `tools` section, are first-party, in-process
+ * reads: `static` answers its configured `output`, `echo` answers its arguments (canonical
+ * JSON); either waits `delayMs` first.
+ *
+ * Every base tool the catalog hands out is `traced`: its invocation is logged at debug level,
+ * `tool started` before the handler runs and `tool finished` after, with safe ids only (case,
+ * task, turn, journal call id, tool name), the duration and the outcome class, never arguments
+ * or results. The lines are written synchronously to stdout at execution time, outside any
+ * unit of work, so they record every real execution — including one whose worker is killed
+ * before it commits — and an operator can follow a task's tool calls with LOG_LEVEL=debug.
  */
-import { canonicalJson } from '@everdict/contracts';
+import { canonicalJson, isEverdictError } from '@everdict/contracts';
 import type { FleetTool } from '@everdict/contracts';
-import type { Tool } from '@everdict/agent-runtime';
-import type { Db } from '@everdict/store';
-
-export const PROBE_TABLE_DDL = `CREATE TABLE IF NOT EXISTS probe_executions (
-  seq         bigserial PRIMARY KEY,
-  call_id     uuid NOT NULL,
-  task_id     uuid NOT NULL,
-  tool        text NOT NULL,
-  executed_at timestamptz NOT NULL DEFAULT clock_timestamp()
-)`;
-
-/** Creates the probe table once; concurrent creators racing on the catalog are harmless. */
-export async function ensureProbeTable(db: Db): Promise<void> {
-  try {
-    await db.query({ text: PROBE_TABLE_DDL });
-  } catch (err) {
-    const code = (err as { code?: string }).code;
-    if (code !== 'duplicate_key' && code !== '23505' && code !== '42P07') throw err;
-  }
-}
+import type { Tool, ToolOutput } from '@everdict/agent-runtime';
+import type { Logger } from '@everdict/service-kit';
 
 export interface ToolTiming {
   /** Adds time spent inside tool handlers (excluded from the runtime's overhead). */
@@ -48,7 +34,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** Builds the handler of one configured tool. `timing` finds the running turn's sink by task id. */
-export function builtinTool(name: string, spec: FleetTool, deps: { db: Db; timing: (taskId: string) => ToolTiming | undefined }): Tool {
+export function builtinTool(name: string, spec: FleetTool, deps: { timing: (taskId: string) => ToolTiming | undefined }): Tool {
   const output = spec.output ?? `${name}: ok`;
   return {
     descriptor: {
@@ -64,17 +50,42 @@ export function builtinTool(name: string, spec: FleetTool, deps: { db: Db; timin
     async invoke(args, ctx) {
       const started = performance.now();
       try {
-        if (spec.builtin === 'probe') {
-          await deps.db.query({
-            name: 'tw_probe_execution',
-            text: 'INSERT INTO probe_executions (call_id, task_id, tool) VALUES ($1::uuid, $2::uuid, $3::text)',
-            values: [ctx.callId, ctx.taskId, name],
-          });
-        }
         await sleep(spec.delayMs ?? 0, ctx.signal);
         return { content: spec.builtin === 'echo' ? canonicalJson(args) : output };
       } finally {
         deps.timing(ctx.taskId)?.addToolMs(performance.now() - started);
+      }
+    },
+  };
+}
+
+/** How an invocation ended, as `tool finished` reports it. */
+export type ToolOutcome = 'ok' | 'tool_error' | 'threw' | 'aborted';
+
+/**
+ * `tool` with its invocations logged (see the header). `caseOf` names the case of a running
+ * task; the trace never fails or delays the call it describes beyond the synchronous write.
+ */
+export function traced(tool: Tool, logger: Logger, caseOf: (taskId: string) => string | undefined): Tool {
+  const name = tool.descriptor.name;
+  return {
+    descriptor: tool.descriptor,
+    async invoke(args, ctx) {
+      if (!logger.isLevelEnabled('debug')) return tool.invoke(args, ctx);
+      const ids = { caseId: caseOf(ctx.taskId), taskId: ctx.taskId, turn: ctx.turn, callId: ctx.callId, tool: name };
+      logger.debug(ids, 'tool started');
+      const started = performance.now();
+      let outcome: ToolOutcome = 'threw';
+      let code: string | undefined;
+      try {
+        const out: ToolOutput = await tool.invoke(args, ctx);
+        outcome = ctx.signal?.aborted ? 'aborted' : out.isError ? 'tool_error' : 'ok';
+        return out;
+      } catch (err) {
+        if (isEverdictError(err)) code = err.code;
+        throw err;
+      } finally {
+        logger.debug({ ...ids, ms: Math.round(performance.now() - started), outcome, ...(code ? { code } : {}) }, 'tool finished');
       }
     },
   };

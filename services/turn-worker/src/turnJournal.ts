@@ -7,8 +7,8 @@
  *   C2  first tool intents       → the model's response + every intent of the first batch of
  *                                  calls, committed BEFORE any of them runs (later batches
  *                                  commit their intents the same way before they run);
- *   C3  tool outcomes            → buffered here and written by the turn's final unit of work
- *                                  with the checkpoint and outbox (turn.ts), never before.
+ *   C3  tool outcomes            → buffered here and written by the turn's write, with the
+ *                                  checkpoint and outbox (turnWrite.ts), never before.
  *
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.

@@ -34,7 +34,6 @@ import { prewriteFirstIntent } from './firstIntent.js';
 import { LeaseKeeper } from './leases.js';
 import type { TurnMetrics } from './metrics.js';
 import { Sweeper } from './sweeper.js';
-import { ensureProbeTable } from './tools.js';
 import type { TurnTiming } from './turn.js';
 
 export const SERVICE = 'turn-worker';
@@ -124,7 +123,6 @@ export class TurnWorker {
   }
 
   async start(): Promise<void> {
-    if (this.opts.catalog.hasProbeTools()) await ensureProbeTable(this.opts.store.db);
     this.keeper.start();
     this.sweeper.start();
     if (this.opts.relay !== false) this.relay = await startOutboxRelay({ store: this.opts.store, transport: this.opts.transport, name: this.owner, logger: this.opts.logger, ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}) });

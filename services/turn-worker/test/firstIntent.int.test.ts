@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { payloadHash } from '@everdict/contracts';
-import { addNote, claimTaskInUnit, loadTurnCalls } from '@everdict/store';
+import { addNote, claimTask, loadTurnCalls } from '@everdict/store';
 import { Catalog, prewriteFirstIntent } from '@everdict/turn-worker';
 import { seedTask, storeFixture, type Fixture } from './helpers.js';
 
@@ -37,7 +37,7 @@ describe('the first intent written with the claim', () => {
   /** Claims the task and lets prewriteFirstIntent run in the claim's unit of work. */
   const claimAndPrewrite = (taskId: string) =>
     fx.store.unitOfWork(async (uow) => {
-      const c = await claimTaskInUnit(uow, taskId, 'w1', 30_000);
+      const c = await claimTask(uow, taskId, 'w1', 30_000);
       if (!c.claimed) throw new Error('not claimed');
       return { wrote: await prewriteFirstIntent(catalog, uow, { token: c.token, task: c.task }), epoch: c.token.epoch };
     });

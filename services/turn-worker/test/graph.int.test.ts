@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEnvelope, newId, systemClock } from '@everdict/contracts';
 import type { AnyEnvelope } from '@everdict/contracts';
 import type { HandlerContext } from '@everdict/bus';
-import { createChildTask, recordPlanRevision, renewLeaseBatch, reportRouteHealth, StaleFence, sweepLeases, wakeDue, writeTurnAlone } from '@everdict/store';
-import type { FenceToken, GraphTaskRow } from '@everdict/store';
+import { createChildTask, recordPlanRevision, renewLeases, reportRouteHealth, StaleFence, sweepLeases, wakeDue, writeTurnAlone } from '@everdict/store';
+import type { FenceToken, TaskRow } from '@everdict/store';
 import pino from 'pino';
 import { sendRunnable } from '../src/envelopes.js';
 import { PlanOutOfOrder, turnWorkerHandlers } from '../src/handlers.js';
@@ -37,9 +37,9 @@ describe('the agent graph', () => {
     expect((await fx.store.db.query({ text: "SELECT 1 FROM outbox_messages WHERE case_id = $1 AND type = 'task.runnable'", values: [t.caseId] })).rows).toHaveLength(1);
     await expect(writeTurnAlone(fx.store, token, t.caseId, { papers: [], completions: [], intents: [], checkpoint: null, ledger: null }, null)).rejects.toBeInstanceOf(StaleFence);
     // Batched renewal: the live lease is renewed, the swept one is reported stale.
-    const held = await renewLeaseBatch(fx.store, 'alive', [{ taskId: live.taskId, epoch: liveToken.epoch }], 30_000);
-    expect([...held]).toEqual([live.taskId]);
-    expect((await renewLeaseBatch(fx.store, 'dead', [{ taskId: t.taskId, epoch: token.epoch }], 30_000)).size).toBe(0);
+    const held = await renewLeases(fx.store, 'alive', [{ taskId: live.taskId, epoch: liveToken.epoch }], 30_000);
+    expect([...held.keys()]).toEqual([live.taskId]);
+    expect((await renewLeases(fx.store, 'dead', [{ taskId: t.taskId, epoch: token.epoch }], 30_000)).size).toBe(0);
   });
 
   it('wakes provider_down parks when the backoff elapsed or the route is healthy again', async () => {
@@ -61,7 +61,7 @@ describe('the agent graph', () => {
 
   describe('receivers check persisted assignments and plan order', () => {
     let parent: { caseId: string; taskId: string };
-    let child: GraphTaskRow;
+    let child: TaskRow;
     let childToken: FenceToken;
     const handlers = turnWorkerHandlers({ owner: 'h', leaseTtlMs: () => 30_000, claims: new Map(), logger: pino({ level: 'silent' }) });
     const fromChild = (type: 'plan.submitted' | 'task.finished', payload: object, sender?: string): AnyEnvelope =>
@@ -90,7 +90,7 @@ describe('the agent graph', () => {
       });
       childToken = await claim(fx.store, childId, 'c');
       for (const revision of [1, 2]) await fx.store.unitOfWork((uow) => recordPlanRevision(uow, childToken, { revision, planHash: `sha256:${String(revision).repeat(64)}`, steps, rowVersion: 7 }));
-      child = (await fx.store.db.query<GraphTaskRow>({ text: 'SELECT id FROM tasks WHERE id = $1', values: [childId] })).rows[0]!;
+      child = (await fx.store.db.query<TaskRow>({ text: 'SELECT id FROM tasks WHERE id = $1', values: [childId] })).rows[0]!;
     });
 
     const plan = (revision: number, extra: object = {}) => ({ taskId: child.id, parentTaskId: parent.taskId, revision, expectedRevision: revision - 1, rowVersion: 7, planHash: `sha256:${String(revision).repeat(64)}`, steps, ...extra });

@@ -1,5 +1,5 @@
 /** A migrated store on a database of the test file's own, with a sink that records stale fences. */
-import { Store, createPgDb, migrate } from '@everdict/store';
+import { Store, claimTask, createPgDb, migrate } from '@everdict/store';
 import type { FenceToken } from '@everdict/store';
 import { freshDatabase } from '@everdict/testkit';
 
@@ -25,7 +25,7 @@ export async function seedTask(store: Store, profile = 'agent'): Promise<{ caseI
 }
 
 export async function claim(store: Store, taskId: string, owner = 'w1', ttlMs = 30_000): Promise<FenceToken> {
-  const c = await store.claimTask(taskId, owner, { ttlMs });
+  const c = await claimTask(store.db, taskId, owner, ttlMs);
   if (!c.claimed) throw new Error(`claim failed: ${c.reason}`);
   return c.token;
 }

@@ -8,7 +8,7 @@ import type { FleetConfig } from '@everdict/contracts';
 import { parseVerdict } from '../src/auditor.js';
 import { PROPOSE_DESCRIPTION, PROPOSE_INPUT_SCHEMA, bindImpactKeys, buildPacket, priorStep, resolveStepRefs, writeInScope } from '../src/proposal.js';
 import type { PacketContext, ProposalArgs } from '../src/proposal.js';
-import { waitOnProposal } from '../src/turn.js';
+import { waitOnProposal } from '../src/turnWrite.js';
 
 const CASE = '01a22950-1893-7572-9384-43fcdddac734';
 const fleet: Pick<FleetConfig, 'connectors'> = {

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { validateFleetConfig } from '@everdict/service-kit';
-import { crashPointsFromEnv, parseCrashSpec } from '../src/crashpoints.js';
+import { crash, validateFleetConfig } from '@everdict/service-kit';
+import { CRASH_POINTS } from '../src/crashpoints.js';
+
+const parseCrashSpec = (spec: string) => crash.parseCrashSpec(CRASH_POINTS, spec);
+const crashPointsFromEnv = (env: Record<string, string | undefined>, kill?: () => void) => crash.crashPointsFromEnv(CRASH_POINTS, env, kill);
 import { noteDecision, notesMessage, topUp } from '../src/notes.js';
 import { decodeStatePaper } from '../src/statePaper.js';
 

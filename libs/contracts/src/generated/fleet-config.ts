@@ -74,10 +74,10 @@ export interface FleetRoute {
   maxOutputTokens?: number;
 }
 /**
- * A built-in tool: `static` answers `output`; `echo` answers its arguments; `probe` records every real execution (call id) in the probe_executions table and answers `output` — it lets tests and benchmarks prove that no completed read ran twice.
+ * A built-in tool: `static` answers `output`; `echo` answers its arguments (canonical JSON). Both are first-party in-process reads.
  */
 export interface FleetTool {
-  builtin: "static" | "echo" | "probe";
+  builtin: "static" | "echo";
   description: string;
   /**
    * Safe to run in parallel with other independent reads (default true).

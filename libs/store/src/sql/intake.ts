@@ -1,5 +1,6 @@
-/** Intake statements (issue 6): case views for the HTTP API, question answers, mailbox cursors. */
+/** Intake statements: case views for the HTTP API, question answers, mailbox cursors. */
 import type { Sql } from '../db.js';
+import type { TaskRow } from './tasks.js';
 
 export interface CaseRow {
   id: string;
@@ -14,17 +15,8 @@ export interface CaseRow {
   updated_at: Date;
 }
 
-export interface CaseTaskRow {
-  id: string;
-  parent_id: string | null;
-  profile: string;
-  state: string;
-  park_reason: string | null;
-  budget_limit_minutes: string | null;
-  budget_used_minutes: string;
-  created_at: Date;
-  updated_at: Date;
-}
+/** A task as the case view shows it: a projection of the one task row. */
+export type CaseTaskRow = Pick<TaskRow, 'id' | 'parent_id' | 'profile' | 'state' | 'park_reason' | 'budget_limit_minutes' | 'budget_used_minutes' | 'created_at' | 'updated_at'>;
 
 export interface PlanStepRow {
   task_id: string;

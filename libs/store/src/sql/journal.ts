@@ -9,6 +9,7 @@
  * keys are checked at the end of the statement, when the papers of the same statement exist.
  */
 import type { Sql } from '../db.js';
+import type { ChainedRecord } from '../ledgerHash.js';
 import { OUTBOX_CHANNEL } from './outbox.js';
 
 /** One paper written as its first (and only) revision. Names are unique per case. */
@@ -80,17 +81,6 @@ export interface CheckpointWrite {
   readonly versions: unknown;
 }
 
-/** A ledger record already chained to the locked head (seq, prevHash and hash computed). */
-export interface ChainedLedgerRow {
-  readonly seq: number;
-  readonly recordId: string;
-  readonly kind: string;
-  readonly body: unknown;
-  readonly prevHash: string;
-  readonly hash: string;
-  readonly createdAt: string;
-}
-
 /** A transition out of the lease, written with the turn (done, failed, cancelled, parked, open). */
 export interface TransitionWrite {
   readonly state: 'done' | 'failed' | 'cancelled' | 'parked' | 'open';
@@ -115,7 +105,8 @@ export interface JournalWrite {
   /** New intents (request papers among `papers`); an existing journal key keeps its first intent. */
   readonly intents: readonly NewCallIntent[];
   readonly checkpoint: CheckpointWrite | null;
-  readonly ledger: ChainedLedgerRow | null;
+  /** The case's next record, chained to the head the statement compares-and-sets (chainNext). */
+  readonly ledger: ChainedRecord | null;
   /** Releases the lease into this state (null: the task keeps running). */
   readonly transition: TransitionWrite | null;
   readonly outbox: readonly OutboxWrite[];
@@ -189,7 +180,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   // setup and a pass over the batch even when it has nothing to write. `go` (the parts to write)
   // carries each task's id, case and epoch, so every writing CTE joins it alone — each extra join
   // is a hash table the server builds per statement, which at a few tasks per statement costs
-  // more than the rows themselves (measured: half the server CPU per task write at 4 per batch).
+  // more than the rows themselves.
   const has = { l: batch.l.length > 0, p: batch.p.length > 0, d: batch.d.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
   const shape = Object.entries(has)
     .filter(([, v]) => v)
@@ -201,14 +192,10 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
               SELECT x.* FROM b, jsonb_to_recordset(b.j->'t') AS x(idx int, task_id uuid, owner text, epoch bigint, case_id uuid)
             )`,
     // The fence: each task row locked by an index probe (LATERAL, one per task, in task-id
-    // order so concurrent batches lock in the same order). A join to `tasks` instead was planned
-    // as a hash join over a scan of the whole table — cached in the generic plan while the table
-    // was small, then paid on every statement as it grew (server CPU per one-task statement
-    // 0.81–0.99 ms with 1,000 tasks, 0.58–0.61 ms probed; `npm run bench:journal`). The outer
-    // WHERE repeats the probe's owner/epoch test on purpose: it keeps the planner's row estimate
-    // of `f` (and so of `go`) at a handful, which is what keeps the writing CTEs below on
-    // index probes too (with an estimate of 100, the outcome UPDATE went to a hash join over
-    // a scan of runtime_calls).
+    // order so concurrent batches lock in the same order). A join to `tasks` would let the
+    // cached generic plan scan the whole table. The outer WHERE repeats the probe's owner/epoch
+    // test on purpose: it keeps the planner's row estimate of `f` (and so of `go`) at a handful,
+    // which keeps the writing CTEs below on index probes too (the plan test checks every shape).
     `f AS (
               SELECT t.idx, t.task_id, t.case_id, t.epoch, k.row_version, k.cancel_requested
                 FROM (SELECT * FROM t ORDER BY task_id) t
@@ -345,6 +332,20 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
              ORDER BY t.idx`,
     // $2 (the bytes) is a parameter only of the shapes that have papers or outbox rows.
     values: has.p || has.o ? [JSON.stringify(batch), Buffer.concat(chunks, size)] : [JSON.stringify(batch)],
+  };
+}
+
+/**
+ * The fence a turn's unit of work holds (the predicate of UnitOfWork.requireFence, the row locked
+ * until COMMIT), with what the turn decides on under it: the row version and a pending cancel.
+ */
+export function lockHeldFence(taskId: string, owner: string, epoch: number): Sql {
+  return {
+    name: 'ev_lock_held_fence',
+    text: `SELECT row_version, cancel_requested FROM tasks
+            WHERE id = $1::uuid AND lease_owner = $2::text AND fence_epoch = $3::bigint
+              FOR NO KEY UPDATE`,
+    values: [taskId, owner, epoch],
   };
 }
 

@@ -1,188 +1,11 @@
 /**
- * Statements of the agent graph (seed 004 §3, §11.3, §11.4): leases in bulk (renewal, the
- * expired-lease sweep), wake-ups, children, notes, questions, plan revisions and their
- * confirmations, cancellation, version decisions and the provider health signal.
- *
- * Lease time is ALWAYS the database clock. Statements that pick many rows lock them with
- * SKIP LOCKED, so any number of sweepers run at once without blocking each other or a claim.
+ * Statements of the agent graph (seed 004 §3, §11.3): children, notes, questions, plan
+ * revisions and their confirmations, cancellation, version decisions and the provider health
+ * signal. The task row itself, its lease, transitions and wakes are the task family's
+ * (sql/tasks.ts).
  */
-import type { ParkReason } from '@everdict/contracts';
 import type { Sql } from '../db.js';
-
-/** The task columns a turn-worker needs to run, stamp and route a task's messages. */
-export interface GraphTaskRow {
-  id: string;
-  case_id: string;
-  parent_id: string | null;
-  root_task_id: string | null;
-  depth: number;
-  ancestry: string[];
-  profile: string;
-  profile_version: string;
-  objective: unknown;
-  context: unknown;
-  state: string;
-  park_reason: ParkReason | null;
-  park_detail: unknown;
-  row_version: number;
-  fence_epoch: number;
-  lease_owner: string | null;
-  cancel_requested: 'hard' | 'soft' | null;
-  budget_limit_minutes: string | null;
-  spawn_call_id: string | null;
-}
-
-/** The GraphTaskRow columns, qualified with a table alias. */
-function graphColumns(a = 'tasks'): string {
-  return `${a}.id, ${a}.case_id, ${a}.parent_id, ${a}.root_task_id, ${a}.depth, ${a}.ancestry::text[] AS ancestry, ${a}.profile,
-          ${a}.profile_version, ${a}.objective, ${a}.context, ${a}.state, ${a}.park_reason, ${a}.park_detail, ${a}.row_version,
-          ${a}.fence_epoch, ${a}.lease_owner, ${a}.cancel_requested, ${a}.budget_limit_minutes, ${a}.spawn_call_id`;
-}
-
-export function selectGraphTask(taskId: string): Sql {
-  return { name: 'ev_select_graph_task', text: `SELECT ${graphColumns()} FROM tasks WHERE id = $1::uuid`, values: [taskId] };
-}
-
-/** Same, locking the row for the rest of the unit of work (message handlers serialise on it). */
-export function lockGraphTask(taskId: string): Sql {
-  return { name: 'ev_lock_graph_task', text: `SELECT ${graphColumns()} FROM tasks WHERE id = $1::uuid FOR UPDATE`, values: [taskId] };
-}
-
-/**
- * Claim inside a unit of work, returning the task: a new fence epoch, the lease on the database
- * clock. Same conditions as the store's claim statement (open or running with an expired lease);
- * concurrent claimers serialise on the row and every loser re-evaluates the WHERE against the
- * winner's row and updates nothing. A hard-cancelled task is never claimed.
- */
-export function claimGraphTask(taskId: string, owner: string, ttlMs: number): Sql {
-  return {
-    name: 'ev_claim_graph_task',
-    text: `UPDATE tasks
-              SET fence_epoch = fence_epoch + 1, row_version = row_version + 1,
-                  lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
-                  state = 'running', updated_at = now()
-            WHERE id = $1::uuid
-              AND state IN ('open', 'running')
-              AND (lease_until IS NULL OR lease_until <= now())
-              AND cancel_requested IS DISTINCT FROM 'hard'
-        RETURNING ${graphColumns()}`,
-    values: [taskId, owner, ttlMs],
-  };
-}
-
-/**
- * Renews many leases in one statement; only rows still held at the named epoch are extended.
- * A task missing from the result has been claimed or swept since: its holder is stale.
- */
-export function renewLeases(owner: string, leases: readonly { taskId: string; epoch: number }[], ttlMs: number): Sql {
-  return {
-    name: 'ev_renew_leases',
-    text: `UPDATE tasks t SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
-             FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
-            WHERE t.id = x.id AND t.fence_epoch = x.epoch AND t.lease_owner = $3::text AND t.state = 'running'
-        RETURNING t.id`,
-    values: [leases.map((l) => l.taskId), leases.map((l) => l.epoch), owner, ttlMs],
-  };
-}
-
-/**
- * The expired-lease sweep: running tasks whose lease ended on the database clock become open
- * again (lease cleared, row version bumped), so the dead holder's fenced writes fail and the
- * next claim takes a new epoch. The caller enqueues task.runnable in the same unit of work.
- */
-export function sweepExpiredLeases(limit: number): Sql {
-  return {
-    name: 'ev_sweep_expired_leases',
-    text: `WITH expired AS (
-             SELECT id FROM tasks
-              WHERE state = 'running' AND lease_until < now()
-              ORDER BY lease_until
-              LIMIT $1::int
-              FOR UPDATE SKIP LOCKED
-           )
-           UPDATE tasks t
-              SET state = 'open', lease_owner = NULL, lease_until = NULL, row_version = t.row_version + 1, updated_at = now()
-             FROM expired
-            WHERE t.id = expired.id
-        RETURNING ${graphColumns('t')}`,
-    values: [limit],
-  };
-}
-
-/**
- * Health-gated wake-up of provider/connector parks: the backoff has elapsed, or the route the
- * task waits on has answered successfully since the task parked (the health signal). The park
- * detail stays on the row, so the next park knows which attempt it is (the backoff doubles).
- */
-export function wakeDueTasks(limit: number): Sql {
-  return {
-    name: 'ev_wake_due_tasks',
-    text: `WITH due AS (
-             SELECT t.id FROM tasks t
-              WHERE t.state = 'parked' AND t.park_reason IN ('provider_down', 'connector_down') AND t.wake_at IS NOT NULL
-                AND (t.wake_at <= now()
-                     OR EXISTS (SELECT 1 FROM route_health h
-                                 WHERE h.route = t.park_detail->>'route' AND h.last_ok_at > t.parked_at))
-              ORDER BY t.wake_at
-              LIMIT $1::int
-              FOR UPDATE SKIP LOCKED
-           )
-           UPDATE tasks t
-              SET state = 'open', park_reason = NULL, parked_at = NULL, wake_at = NULL,
-                  row_version = t.row_version + 1, updated_at = now()
-             FROM due
-            WHERE t.id = due.id
-        RETURNING ${graphColumns('t')}`,
-    values: [limit],
-  };
-}
-
-/**
- * A parent parked `children` while a sub-agent's question was on its way (the parent was still
- * running when `question.raised` arrived, so the handler could not wake it) wakes here: a
- * question put to a task is never left waiting behind that task's own wait for its children.
- * Driven by the open-notes index, so it costs nothing while no question is pending.
- */
-export function wakeAskedParents(limit: number): Sql {
-  return {
-    name: 'ev_wake_asked_parents',
-    text: `WITH due AS (
-             SELECT t.id FROM tasks t
-              WHERE t.state = 'parked' AND t.park_reason = 'children'
-                AND t.id IN (SELECT n.task_id FROM task_notes n WHERE n.consumed_turn IS NULL AND n.kind = 'question')
-              LIMIT $1::int
-              FOR UPDATE SKIP LOCKED
-           )
-           UPDATE tasks t
-              SET state = 'open', park_reason = NULL, park_detail = NULL, parked_at = NULL, wake_at = NULL,
-                  row_version = t.row_version + 1, updated_at = now()
-             FROM due
-            WHERE t.id = due.id
-        RETURNING ${graphColumns('t')}`,
-    values: [limit],
-  };
-}
-
-/** A parked task whose reason matches becomes open (runnable). Nothing happens otherwise. */
-export function wakeParkedTask(taskId: string, reason: ParkReason): Sql {
-  return {
-    name: 'ev_wake_parked_task',
-    text: `UPDATE tasks SET state = 'open', park_reason = NULL, park_detail = NULL, parked_at = NULL, wake_at = NULL,
-                  row_version = row_version + 1, updated_at = now()
-            WHERE id = $1::uuid AND state = 'parked' AND park_reason = $2::text
-        RETURNING ${graphColumns()}`,
-    values: [taskId, reason],
-  };
-}
-
-/** Sets the backoff of a task the caller just parked (same unit of work, row locked). */
-export function setWakeAt(taskId: string, afterMs: number): Sql {
-  return {
-    name: 'ev_set_wake_at',
-    text: `UPDATE tasks SET wake_at = now() + make_interval(secs => $2::double precision / 1000) WHERE id = $1::uuid AND state = 'parked'`,
-    values: [taskId, afterMs],
-  };
-}
+import { taskColumns } from './tasks.js';
 
 // ------------------------------------------------------------------------------- children
 
@@ -220,7 +43,7 @@ export function insertChildTask(c: NewChildTask): Sql {
 export function selectChildWaitingOn(parentId: string, questionId: string): Sql {
   return {
     name: 'ev_select_child_waiting_on',
-    text: `SELECT ${graphColumns()} FROM tasks
+    text: `SELECT ${taskColumns()} FROM tasks
             WHERE parent_id = $1::uuid AND state = 'parked' AND park_reason = 'question'
               AND park_detail->>'questionId' = $2::text AND park_detail->>'askedOf' = $1::text`,
     values: [parentId, questionId],
@@ -408,7 +231,7 @@ export function cancelTaskTree(taskId: string): Sql {
                   fence_epoch = fence_epoch + 1, lease_owner = NULL, lease_until = NULL, cancel_requested = 'hard',
                   row_version = row_version + 1, updated_at = now()
             WHERE (id = $1::uuid OR $1::uuid = ANY(ancestry)) AND state NOT IN ('done', 'failed', 'cancelled')
-        RETURNING ${graphColumns()}`,
+        RETURNING ${taskColumns()}`,
     values: [taskId],
   };
 }

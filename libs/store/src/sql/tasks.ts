@@ -1,16 +1,26 @@
 /**
- * Task lease and fence statements. Lease time is ALWAYS the database clock (`now()`), never a
- * worker's. Every write after a claim names the epoch it holds; the WHERE clause is the fence.
+ * The task family's statements: the row, claim, renewal, the fenced transition (park
+ * included), the expired-lease sweep and the wakes. Lease time is ALWAYS the database clock
+ * (`now()`), never a worker's. Every write after a claim names the epoch it holds; the WHERE
+ * clause is the fence. Statements that pick many rows lock them with SKIP LOCKED, so any number
+ * of sweepers run at once without blocking each other or a claim.
  */
-import type { ParkReason, TaskState } from '@everdict/contracts';
+import { armsTimer, EverdictError, sqlCheckList, timerReasons, wokenBy } from '@everdict/contracts';
+import type { ParkReason, TaskState, WakeCause } from '@everdict/contracts';
 import type { Sql } from '../db.js';
 
+/** A task as every reader of it sees it: the columns a worker runs, stamps and routes it by. */
 export interface TaskRow {
   id: string;
   case_id: string;
   parent_id: string | null;
+  root_task_id: string | null;
+  depth: number;
+  ancestry: string[];
   profile: string;
   profile_version: string;
+  objective: unknown;
+  context: unknown;
   state: TaskState;
   park_reason: ParkReason | null;
   park_detail: unknown;
@@ -18,8 +28,20 @@ export interface TaskRow {
   fence_epoch: number;
   lease_owner: string | null;
   lease_until: Date | null;
+  cancel_requested: 'hard' | 'soft' | null;
   budget_used_minutes: string;
   budget_limit_minutes: string | null;
+  spawn_call_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** The TaskRow columns, qualified with a table alias. */
+export function taskColumns(a = 'tasks'): string {
+  return `${a}.id, ${a}.case_id, ${a}.parent_id, ${a}.root_task_id, ${a}.depth, ${a}.ancestry::text[] AS ancestry, ${a}.profile,
+          ${a}.profile_version, ${a}.objective, ${a}.context, ${a}.state, ${a}.park_reason, ${a}.park_detail, ${a}.row_version,
+          ${a}.fence_epoch, ${a}.lease_owner, ${a}.lease_until, ${a}.cancel_requested, ${a}.budget_used_minutes::text AS budget_used_minutes,
+          ${a}.budget_limit_minutes::text AS budget_limit_minutes, ${a}.spawn_call_id, ${a}.created_at, ${a}.updated_at`;
 }
 
 export function insertTask(t: { id: string; caseId: string; parentId: string | null; profile: string; profileVersion?: string; objective?: unknown; budgetLimitMinutes?: number | null }): Sql {
@@ -30,38 +52,53 @@ export function insertTask(t: { id: string; caseId: string; parentId: string | n
   };
 }
 
-export function selectTask(id: string): Sql {
-  return { text: 'SELECT * FROM tasks WHERE id = $1::uuid', values: [id], name: 'ev_select_task' };
+export function selectTask(taskId: string): Sql {
+  return { name: 'ev_select_task', text: `SELECT ${taskColumns()} FROM tasks WHERE id = $1::uuid`, values: [taskId] };
 }
 
+/** Same, locking the row for the rest of the unit of work (message handlers serialise on it). */
+export function lockTask(taskId: string): Sql {
+  return { name: 'ev_lock_task', text: `SELECT ${taskColumns()} FROM tasks WHERE id = $1::uuid FOR UPDATE`, values: [taskId] };
+}
+
+// ------------------------------------------------------------------------------- lease
+
 /**
- * Claim: one winner among any number of concurrent claimers. The row lock serialises them;
- * under READ COMMITTED each loser re-evaluates the WHERE against the winner's new row_version
- * and updates nothing. A task whose lease is still live is not claimable.
+ * Claim: a new fence epoch and the lease on the database clock, returning the task. One winner
+ * among any number of concurrent claimers: the row lock serialises them, and under READ
+ * COMMITTED each loser re-evaluates the WHERE against the winner's row (its lease is live) and
+ * updates nothing. Only an open task, or a running one whose lease ended, is claimable; a
+ * hard-cancelled task never is, whatever its state says.
  */
-export function claimTask(id: string, owner: string, seenRowVersion: number, ttlMs: number): Sql {
+export function claimTask(taskId: string, owner: string, ttlMs: number): Sql {
   return {
     name: 'ev_claim_task',
     text: `UPDATE tasks
               SET fence_epoch = fence_epoch + 1, row_version = row_version + 1,
-                  lease_owner = $2::text, lease_until = now() + make_interval(secs => $4::double precision / 1000),
+                  lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
                   state = 'running', updated_at = now()
-            WHERE id = $1::uuid AND row_version = $3::bigint
+            WHERE id = $1::uuid
               AND state IN ('open', 'running')
               AND (lease_until IS NULL OR lease_until <= now())
-        RETURNING fence_epoch, row_version, lease_until`,
-    values: [id, owner, seenRowVersion, ttlMs],
+              AND cancel_requested IS DISTINCT FROM 'hard'
+        RETURNING ${taskColumns()}`,
+    values: [taskId, owner, ttlMs],
   };
 }
 
-/** Renew: only the current holder at its epoch, and only while still running. */
-export function renewLease(id: string, owner: string, epoch: number, ttlMs: number): Sql {
+/**
+ * Renews many leases of one owner in one statement; only rows still held at the named epoch
+ * and still running are extended. A task missing from the result has been claimed or swept
+ * since: its holder is stale.
+ */
+export function renewLeases(owner: string, leases: readonly { taskId: string; epoch: number }[], ttlMs: number): Sql {
   return {
-    name: 'ev_renew_lease',
-    text: `UPDATE tasks SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
-            WHERE id = $1::uuid AND lease_owner = $2::text AND fence_epoch = $3::bigint AND state = 'running'
-        RETURNING lease_until`,
-    values: [id, owner, epoch, ttlMs],
+    name: 'ev_renew_leases',
+    text: `UPDATE tasks t SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
+             FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
+            WHERE t.id = x.id AND t.fence_epoch = x.epoch AND t.lease_owner = $3::text AND t.state = 'running'
+        RETURNING t.id, t.lease_until`,
+    values: [leases.map((l) => l.taskId), leases.map((l) => l.epoch), owner, ttlMs],
   };
 }
 
@@ -79,20 +116,133 @@ export function lockFence(id: string, owner: string, epoch: number): Sql {
   };
 }
 
+/** Where a fenced transition takes the task: out of the lease, and for a park, why and until when. */
+export interface TaskTransition {
+  readonly state: Exclude<TaskState, 'running'>;
+  readonly parkReason?: ParkReason | null;
+  readonly parkDetail?: unknown;
+  /** The backoff timer of a park whose class arms one, in ms (absent or null: none). */
+  readonly wakeAfterMs?: number | null;
+}
+
 /**
  * Fenced transition out of the lease: to open (runnable again), parked, done, failed or
  * cancelled. Releases the lease; keeps the epoch so a late write by this worker stays fenced.
+ * A park records its reason, its detail and, for a class with a timer, when the timer ends.
  */
-export function transitionTask(id: string, owner: string, epoch: number, to: { state: Exclude<TaskState, 'running'>; parkReason?: ParkReason | null; parkDetail?: unknown }): Sql {
+export function transitionTask(id: string, owner: string, epoch: number, to: TaskTransition): Sql {
+  const parked = to.state === 'parked';
+  const wakeAfterMs = to.wakeAfterMs ?? null;
+  // A park without a reason is woken by nothing, and a timer on a class without one never fires
+  // (the backoff sweep wakes timer classes only): both are the caller's bug, refused unwritten.
+  if (parked && !to.parkReason) throw new EverdictError('invalid_transition', `a park of task ${id} needs a park reason`, { details: { taskId: id } });
+  if (wakeAfterMs !== null && !(parked && armsTimer(to.parkReason ?? null))) {
+    throw new EverdictError('invalid_transition', `a ${parked ? `${to.parkReason} park` : to.state} transition arms no timer (task ${id})`, { details: { taskId: id } });
+  }
   return {
     name: 'ev_transition_task',
     text: `UPDATE tasks
               SET state = $4::text, park_reason = $5::text, park_detail = $6::jsonb,
                   parked_at = CASE WHEN $4::text = 'parked' THEN now() ELSE NULL END,
+                  wake_at = CASE WHEN $7::double precision IS NULL THEN NULL ELSE now() + make_interval(secs => $7::double precision / 1000) END,
                   lease_owner = NULL, lease_until = NULL,
                   row_version = row_version + 1, updated_at = now()
             WHERE id = $1::uuid AND lease_owner = $2::text AND fence_epoch = $3::bigint
         RETURNING row_version`,
-    values: [id, owner, epoch, to.state, to.state === 'parked' ? (to.parkReason ?? null) : null, to.parkDetail === undefined ? null : JSON.stringify(to.parkDetail)],
+    values: [id, owner, epoch, to.state, parked ? to.parkReason : null, to.parkDetail === undefined ? null : JSON.stringify(to.parkDetail), wakeAfterMs],
+  };
+}
+
+/**
+ * The expired-lease sweep: running tasks whose lease ended on the database clock become open
+ * again (lease cleared, row version bumped), so the dead holder's fenced writes fail and the
+ * next claim takes a new epoch. The caller enqueues task.runnable in the same unit of work.
+ */
+export function sweepExpiredLeases(limit: number): Sql {
+  return {
+    name: 'ev_sweep_expired_leases',
+    text: `WITH expired AS (
+             SELECT id FROM tasks
+              WHERE state = 'running' AND lease_until < now()
+              ORDER BY lease_until
+              LIMIT $1::int
+              FOR UPDATE SKIP LOCKED
+           )
+           UPDATE tasks t
+              SET state = 'open', lease_owner = NULL, lease_until = NULL, row_version = t.row_version + 1, updated_at = now()
+             FROM expired
+            WHERE t.id = expired.id
+        RETURNING ${taskColumns('t')}`,
+    values: [limit],
+  };
+}
+
+// ------------------------------------------------------------------------------- wakes
+
+/**
+ * What every wake does to the row `t`: it becomes open (runnable) and its park ends. The detail
+ * of a timer class survives (the next park of it counts its attempt from there); any other is
+ * cleared.
+ */
+const WOKEN = `state = 'open', park_reason = NULL,
+               park_detail = CASE WHEN t.park_reason IN (${sqlCheckList(timerReasons())}) THEN t.park_detail END,
+               parked_at = NULL, wake_at = NULL, row_version = t.row_version + 1, updated_at = now()`;
+
+/**
+ * A sweep's wake: the tasks `due` selects (at most $1, rows another sweeper holds skipped) woken
+ * in the same statement, so two sweepers never wake one task twice.
+ */
+function wakeDueText(due: string): string {
+  return `WITH due AS (
+             ${due}
+              LIMIT $1::int
+              FOR UPDATE SKIP LOCKED
+           )
+           UPDATE tasks t SET ${WOKEN}
+             FROM due
+            WHERE t.id = due.id
+        RETURNING ${taskColumns('t')}`;
+}
+
+/** A task parked for a reason `cause` wakes becomes open; nothing happens otherwise. */
+export function wakeTask(taskId: string, cause: WakeCause): Sql {
+  return {
+    name: 'ev_wake_task',
+    text: `UPDATE tasks t SET ${WOKEN}
+            WHERE t.id = $1::uuid AND t.state = 'parked' AND t.park_reason = ANY($2::text[])
+        RETURNING ${taskColumns('t')}`,
+    values: [taskId, wokenBy(cause)],
+  };
+}
+
+/**
+ * Health-gated backoff (cause `backoff`): a timer park wakes once its timer elapsed, or once the
+ * route it waits on has answered successfully since it parked (the health signal).
+ */
+export function wakeBackoffElapsed(limit: number): Sql {
+  return {
+    name: 'ev_wake_backoff_elapsed',
+    text: wakeDueText(`SELECT t.id FROM tasks t
+              WHERE t.state = 'parked' AND t.park_reason IN (${sqlCheckList(wokenBy('backoff'))}) AND t.wake_at IS NOT NULL
+                AND (t.wake_at <= now()
+                     OR EXISTS (SELECT 1 FROM route_health h
+                                 WHERE h.route = t.park_detail->>'route' AND h.last_ok_at > t.parked_at))
+              ORDER BY t.wake_at`),
+    values: [limit],
+  };
+}
+
+/**
+ * Cause `child_question`, swept: a task parked on its children while a sub-agent's question was
+ * on its way (it was still running when `question.raised` arrived, so the handler could not wake
+ * it) wakes here. Driven by the open-notes index, so it costs nothing while no question is pending.
+ */
+export function wakeAskedParents(limit: number): Sql {
+  return {
+    name: 'ev_wake_asked_parents',
+    text: wakeDueText(`SELECT t.id FROM tasks t
+              WHERE t.state = 'parked' AND t.park_reason IN (${sqlCheckList(wokenBy('child_question'))})
+                AND t.id IN (SELECT n.task_id FROM task_notes n WHERE n.consumed_turn IS NULL AND n.kind = 'question')`),
+    values: [limit],
   };
 }

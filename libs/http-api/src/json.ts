@@ -1,4 +1,8 @@
-/** JSON over node:http for the intake API: bounded body reads, typed request errors, replies. */
+/**
+ * JSON over node:http: bounded body reads, typed request refusals, replies. Every reply is
+ * `application/json`, `cache-control: no-store`, with an exact content-length; every error body
+ * is `{"error": code, "message", "field"?}`.
+ */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** A refusal of the request itself; `field` names the offending field when there is one. */
@@ -8,7 +12,11 @@ export class RequestError extends Error {
   }
 }
 
-/** The raw body, refused with 413 as soon as it passes `maxBytes` (nothing more is buffered). */
+/**
+ * The raw body, refused with 413 as soon as it is known to pass `maxBytes`: from a larger
+ * declared content-length before reading, else at the chunk that crosses it (nothing more is
+ * buffered).
+ */
 export async function readRawBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > maxBytes) throw new RequestError(413, 'body_too_large', `the body exceeds ${maxBytes} bytes`);
@@ -22,6 +30,7 @@ export async function readRawBody(req: IncomingMessage, maxBytes: number): Promi
   return Buffer.concat(chunks);
 }
 
+/** An `application/json` body that is a JSON object: 415, 413 or 400 (field `body`) otherwise. */
 export async function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) throw new RequestError(415, 'unsupported_media_type', 'the body must be application/json');
@@ -47,4 +56,9 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 
 export function sendError(res: ServerResponse, status: number, error: string, message: string, field?: string): void {
   sendJson(res, status, { error, message, ...(field ? { field } : {}) });
+}
+
+/** The reply for a RequestError. */
+export function sendRequestError(res: ServerResponse, err: RequestError): void {
+  sendError(res, err.status, err.error, err.message, err.field);
 }

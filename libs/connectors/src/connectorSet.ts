@@ -1,7 +1,7 @@
 /**
- * The connectors a coordinator (and the reconciler) may use, built from a connectors file
- * (EVERDICT_CONNECTORS) — the reviewed operation definitions the fleet config's `connectors`
- * section only names. Nothing else can reach an estate: an operation absent here is refused
+ * The connectors a process may use (the execution coordinator executes through them, the
+ * reconciler asks them WhatLanded), built from a connectors file (EVERDICT_CONNECTORS): the
+ * reviewed operation definitions the fleet config's `connectors` section only names. Nothing else can reach an estate: an operation absent here is refused
  * before contact by the connector's own admission.
  *
  * File format (JSON):
@@ -17,8 +17,11 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { EverdictError } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import { HttpServiceConnector, PostgresEstateConnector, estatePool } from '@everdict/connectors';
-import type { Connector, HttpServiceConfig, PostgresEstateConfig } from '@everdict/connectors';
+import type { Connector } from './connector.js';
+import type { HttpServiceConfig } from './http/config.js';
+import { HttpServiceConnector } from './http/connector.js';
+import type { PostgresEstateConfig } from './postgres/config.js';
+import { PostgresEstateConnector, estatePool } from './postgres/connector.js';
 
 export type ConnectorEntry =
   | ({ readonly kind: 'http' } & HttpServiceConfig)

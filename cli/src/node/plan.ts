@@ -1,0 +1,239 @@
+/**
+ * `planNode`: everything `everdict start` needs, validated BEFORE anything is touched — no
+ * database connection, no migration, no broker declaration, no relay happens until the plan
+ * stands. Every problem of the environment and of the files it names (fleet config, connectors
+ * file, intake sources, crash points, broker definitions, the service selection itself) is
+ * gathered into ONE `ConfigError`, each entry naming its variable (and JSON path), so an
+ * operator fixes the whole configuration in one round trip.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { EverdictError } from '@everdict/contracts';
+import { loadTopology } from '@everdict/bus';
+import type { Topology } from '@everdict/bus';
+import { fleetConnectorProblems, openConnectors } from '@everdict/connectors';
+import type { ConnectorSet, ConnectorsFile } from '@everdict/connectors';
+import { loadIntakeSources } from '@everdict/intake';
+import type { IntakeSources } from '@everdict/intake';
+import { runtimeSettings } from '@everdict/turn-worker';
+import { BASE_ENV, ConfigError, FleetConfigError, collectEnv, crash, envVar, loadFleetConfig, parseString } from '@everdict/service-kit';
+import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
+import { demoConnectorsFile } from '../demoNotes.js';
+import { embeddedSettings, nodeMode } from '../embedded.js';
+import type { EmbeddedSettings } from '../embedded.js';
+import { FLEET_SERVICES, SERVICE_DEFS } from './services.js';
+import type { FleetService, Requirement, ServiceDef } from './services.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Variables of the node itself, whatever services it runs. */
+export const NODE_ENV = {
+  /** EVERDICT_AMQP_PREFIX: broker name prefix (default `everdict`); side-by-side fleets and tests use their own. */
+  amqpPrefix: envVar('EVERDICT_AMQP_PREFIX', parseString, { default: 'everdict' }),
+  /** EVERDICT_CONNECTORS: the connectors file (coordinator, reconciler). */
+  connectorsPath: envVar('EVERDICT_CONNECTORS', parseString),
+  /** EVERDICT_DEMO_NOTES_DIR: fleet mode, a node running intake serves the demo notebook from this folder. */
+  demoNotesDir: envVar('EVERDICT_DEMO_NOTES_DIR', parseString),
+  /** EVERDICT_DATA_DIR: embedded database folder (embedded mode only). */
+  dataDir: envVar('EVERDICT_DATA_DIR', parseString),
+  /** EVERDICT_CRASHPOINT: `point:n[,…]` — fault tests only: SIGKILL at the n-th arrival at point. */
+  crashSpec: envVar('EVERDICT_CRASHPOINT', parseString),
+  /** EVERDICT_CRASH_LOG: fault tests only: a JSON line per injected kill. */
+  crashLog: envVar('EVERDICT_CRASH_LOG', parseString),
+} satisfies EnvSpec;
+
+export type NodeValues = EnvValues<typeof NODE_ENV> & EnvValues<typeof BASE_ENV>;
+
+export interface PlannedService {
+  readonly def: ServiceDef;
+  readonly values: Record<string, unknown>;
+}
+
+export interface NodePlan {
+  readonly mode: 'fleet' | 'embedded';
+  readonly services: readonly PlannedService[];
+  /** Services an implicit selection left out, and the variables they lacked. */
+  readonly skipped: readonly { name: FleetService; missing: Requirement[] }[];
+  readonly values: NodeValues;
+  readonly loaded: LoadedFleetConfig;
+  /** Opened (and checked against the fleet config) when a service needs connectors. */
+  readonly connectors: ConnectorSet | undefined;
+  readonly intakeSources: IntakeSources | undefined;
+  readonly crash: crash.CrashPoints<string>;
+  readonly topology: Topology;
+  /**
+   * Postgres pool size: runtime.dbPoolSize (default 4) for a turn-worker process — its hot path
+   * is group-committed over two connections; a process running any other service keeps at
+   * least 10 (claims, API reads and sweeps run side by side).
+   */
+  readonly poolSize: number;
+  /** Embedded mode: the data folder, config and demo connectors in use. */
+  readonly embedded: EmbeddedSettings | undefined;
+}
+
+const WHY: Record<Requirement, string> = {
+  EVERDICT_CONFIG: 'the fleet config (routes, profiles, case types, principals, gate policies)',
+  EVERDICT_CONNECTORS: 'the connectors file (reviewed connector operations)',
+};
+
+/**
+ * Which services run. Named services are strict: an unknown name, or a named service whose
+ * requirement is missing, is a problem. With none named, every service whose requirements are
+ * present runs and the rest are reported as skipped — and a node left with nothing to run is a
+ * problem, never a process that answers /readyz while doing nothing.
+ */
+export function selectServices(requested: readonly string[], has: (r: Requirement) => boolean, mode: 'fleet' | 'embedded' = 'fleet'): { services: ServiceDef[]; skipped: { name: FleetService; missing: Requirement[] }[]; problems: ConfigProblem[] } {
+  const problems: ConfigProblem[] = [];
+  const services: ServiceDef[] = [];
+  const skipped: { name: FleetService; missing: Requirement[] }[] = [];
+  if (mode === 'embedded' && requested.length > 0) {
+    problems.push({ name: '--service', reason: 'embedded mode runs all five services in one process; set DATABASE_URL and AMQP_URL to run a subset' });
+    return { services, skipped, problems };
+  }
+  if (requested.length === 0) {
+    for (const name of FLEET_SERVICES) {
+      const def = SERVICE_DEFS[name];
+      const missing = def.needs.filter((r) => !has(r));
+      if (missing.length) skipped.push({ name, missing });
+      else services.push(def);
+    }
+    if (services.length === 0) {
+      const lacking = [...new Set(skipped.flatMap((s) => s.missing))];
+      problems.push({ name: '--service', reason: `no service can run on this node: every service needs ${lacking.join(' and ')} (${lacking.map((r) => WHY[r]).join('; ')}); set them, or name the services with --service` });
+    }
+    return { services, skipped, problems };
+  }
+  for (const name of requested) {
+    if (!(FLEET_SERVICES as readonly string[]).includes(name)) {
+      problems.push({ name: '--service', reason: `unknown service "${name}"; one of ${FLEET_SERVICES.join(', ')}` });
+      continue;
+    }
+    const def = SERVICE_DEFS[name as FleetService];
+    if (services.includes(def)) continue;
+    services.push(def);
+    for (const r of def.needs.filter((x) => !has(x))) problems.push({ name: r, reason: `is required by ${name}: ${WHY[r]}` });
+  }
+  return { services, skipped, problems };
+}
+
+/** A typed failure of a file-backed input, as one problem entry naming its variable. */
+function fileProblems(variable: string, err: unknown): ConfigProblem[] {
+  if (err instanceof FleetConfigError) return err.problems.map((p) => ({ name: variable, reason: `${p.path || '/'} ${p.message}` }));
+  if (err instanceof ConfigError) return [...err.fields];
+  if (err instanceof EverdictError) {
+    const path = (err.details?.['path'] as string | undefined) ?? '';
+    return [{ name: variable, reason: path && !err.message.includes(path) ? `${path} ${err.message}` : err.message }];
+  }
+  return [{ name: variable, reason: err instanceof Error ? err.message : String(err) }];
+}
+
+function readConnectorsFile(path: string): ConnectorsFile {
+  try {
+    return JSON.parse(readFileSync(resolve(path), 'utf8')) as ConnectorsFile;
+  } catch (err) {
+    throw new EverdictError('config_invalid', `connectors file ${resolve(path)} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'parse error'})`);
+  }
+}
+
+/**
+ * The plan for `everdict start [--service NAME]…` under `env`. `port` is the embedded node's
+ * bound port (its demo connectors aim at the notebook it serves).
+ * @throws ConfigError listing every problem found.
+ */
+export async function planNode(requested: readonly string[], env: Env, opts: { port?: number | undefined } = {}): Promise<NodePlan> {
+  const problems: ConfigProblem[] = [];
+  let mode: 'fleet' | 'embedded' = 'fleet';
+  try {
+    mode = nodeMode(env);
+  } catch (err) {
+    problems.push(...fileProblems('DATABASE_URL', err));
+  }
+  const values = { ...collectEnv(BASE_ENV, env, problems), ...collectEnv(NODE_ENV, env, problems) } as NodeValues;
+
+  let embedded: EmbeddedSettings | undefined;
+  if (mode === 'embedded') {
+    try {
+      embedded = embeddedSettings({ dataDir: values.dataDir, configPath: values.configPath, connectorsPath: values.connectorsPath });
+    } catch (err) {
+      problems.push(...fileProblems('EVERDICT_CONFIG', err));
+    }
+  }
+  const configPath = embedded?.configPath ?? values.configPath;
+  // Embedded mode without a connectors file uses the demo notebook's connector.
+  const has = (r: Requirement) => (r === 'EVERDICT_CONFIG' ? configPath !== undefined : values.connectorsPath !== undefined || mode === 'embedded');
+  const chosen = selectServices(requested, has, mode);
+  problems.push(...chosen.problems);
+  const { services: defs, skipped } = chosen;
+  const services = defs.map((def) => ({ def, values: collectEnv(def.env, env, problems) as Record<string, unknown> }));
+
+  let loaded: LoadedFleetConfig | undefined;
+  if (configPath !== undefined && defs.length > 0) {
+    try {
+      loaded = loadFleetConfig(configPath);
+    } catch (err) {
+      problems.push(...fileProblems('EVERDICT_CONFIG', err));
+    }
+  }
+
+  let intakeSources: IntakeSources | undefined;
+  const sourcesPath = services.find((s) => s.def.name === 'intake')?.values['sourcesPath'] as string | undefined;
+  if (sourcesPath !== undefined) {
+    try {
+      intakeSources = loadIntakeSources(sourcesPath, env);
+    } catch (err) {
+      problems.push(...fileProblems('EVERDICT_INTAKE_SOURCES', err));
+    }
+  }
+
+  let crashPoints: crash.CrashPoints<string> = crash.noCrashPoints;
+  if (values.crashSpec !== undefined) {
+    const points = defs.flatMap((d) => d.crashPoints);
+    if (points.length === 0 && defs.length > 0) {
+      problems.push({ name: 'EVERDICT_CRASHPOINT', reason: `no service of this node has crash points (${defs.map((d) => d.name).join(', ')}); the turn-worker and the execution-coordinator do` });
+    } else if (points.length > 0) {
+      try {
+        crash.parseCrashSpec(points, values.crashSpec);
+        crashPoints = crash.crashPointsFromEnv(points, { EVERDICT_CRASHPOINT: values.crashSpec, EVERDICT_CRASH_LOG: values.crashLog });
+      } catch (err) {
+        problems.push(...fileProblems('EVERDICT_CRASHPOINT', err));
+      }
+    }
+  }
+
+  let topology: Topology | undefined;
+  try {
+    topology = loadTopology({ prefix: values.amqpPrefix ?? 'everdict' });
+  } catch (err) {
+    problems.push(...fileProblems('rabbitmq/definitions.json', err));
+  }
+
+  let connectors: ConnectorSet | undefined;
+  if (loaded !== undefined && defs.some((d) => d.needs.includes('EVERDICT_CONNECTORS'))) {
+    try {
+      const file = values.connectorsPath !== undefined ? readConnectorsFile(values.connectorsPath) : (demoConnectorsFile(opts.port ?? values.port) as ConnectorsFile);
+      connectors = await openConnectors(file, env);
+      for (const p of fleetConnectorProblems(loaded.config, connectors)) problems.push({ name: 'EVERDICT_CONFIG', reason: `${p.path} ${p.message}` });
+    } catch (err) {
+      problems.push(...fileProblems('EVERDICT_CONNECTORS', err));
+    }
+  }
+
+  if (problems.length > 0) {
+    await connectors?.close();
+    throw new ConfigError(problems);
+  }
+  const onlyTurnWorker = defs.length === 1 && defs[0]!.name === 'turn-worker';
+  return {
+    mode,
+    services,
+    skipped,
+    values,
+    loaded: loaded!,
+    connectors,
+    intakeSources,
+    crash: crashPoints,
+    topology: topology!,
+    poolSize: onlyTurnWorker ? runtimeSettings(loaded!.config).dbPoolSize : Math.max(runtimeSettings(loaded!.config).dbPoolSize, 10),
+    embedded,
+  };
+}

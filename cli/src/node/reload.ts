@@ -1,0 +1,65 @@
+/**
+ * SIGHUP: reload the fleet config (DESIGN §7 "a route swap changes the adapter without touching
+ * any session record").
+ *
+ * Invariants:
+ * - The new file is validated in full first — schema, references and, on a node running the
+ *   execution-coordinator or reconciler, agreement with the connectors it runs — and only then
+ *   handed to the services; a file with any problem changes nothing: the running config stays
+ *   and every problem is logged with its JSON path.
+ * - A SIGHUP never ends the process. The handler is installed before the node starts, so a HUP
+ *   arriving during start-up is answered (ignored, with a log line) instead of Node's default
+ *   action, which would kill the process without a drain.
+ * - What reloads live: routes (the next model call of every task uses the new adapter), profiles,
+ *   tools, case types, principals and gate policies. What needs a restart: connectors (their file
+ *   and pools are opened once), intake sources, environment variables. A running task meets a
+ *   changed profile or route through the recorded version-change decision (turn-worker
+ *   versions.ts), never silently.
+ */
+import { fleetConnectorProblems } from '@everdict/connectors';
+import type { ConnectorSet } from '@everdict/connectors';
+import { FleetConfigError, loadFleetConfig } from '@everdict/service-kit';
+import type { EverdictMetrics, LoadedFleetConfig, ServiceContext } from '@everdict/service-kit';
+
+export type ReloadOutcome = { applied: true; config: LoadedFleetConfig } | { applied: false; problems: { path: string; message: string }[] };
+
+/** Reads and checks the fleet config at `path`; applies nothing. */
+export function checkFleetConfig(path: string, connectors: ConnectorSet | undefined): ReloadOutcome {
+  let config: LoadedFleetConfig;
+  try {
+    config = loadFleetConfig(path);
+  } catch (err) {
+    if (err instanceof FleetConfigError) return { applied: false, problems: err.problems.map((p) => ({ ...p })) };
+    return { applied: false, problems: [{ path: '', message: err instanceof Error ? err.message : String(err) }] };
+  }
+  const disagreements = connectors ? fleetConnectorProblems(config.config, connectors) : [];
+  if (disagreements.length > 0) return { applied: false, problems: disagreements };
+  return { applied: true, config };
+}
+
+export interface ReloaderDeps {
+  readonly path: string;
+  readonly connectors: ConnectorSet | undefined;
+  readonly logger: ServiceContext['logger'];
+  readonly counter: EverdictMetrics['config']['reloads'];
+  /** Called with the new config once it passed every check. */
+  apply(next: LoadedFleetConfig): void;
+}
+
+/** The SIGHUP handler of a running node. */
+export function fleetReloader(deps: ReloaderDeps): () => ReloadOutcome {
+  return () => {
+    const started = performance.now();
+    const outcome = checkFleetConfig(deps.path, deps.connectors);
+    const ms = Math.round(performance.now() - started);
+    if (outcome.applied) {
+      deps.apply(outcome.config);
+      deps.counter.inc({ outcome: 'applied' });
+      deps.logger.info({ config: deps.path, ms }, 'fleet config reloaded');
+    } else {
+      deps.counter.inc({ outcome: 'refused' });
+      deps.logger.error({ config: deps.path, ms, problems: outcome.problems.slice(0, 20) }, 'fleet config reload refused; keeping the running config');
+    }
+    return outcome;
+  };
+}

@@ -1,0 +1,658 @@
+CREATE TABLE public.cases (
+    id uuid NOT NULL,
+    case_type text NOT NULL,
+    state text DEFAULT 'open'::text NOT NULL,
+    origin_key text NOT NULL,
+    customer text NOT NULL,
+    title text DEFAULT ''::text NOT NULL,
+    objective jsonb DEFAULT '{}'::jsonb NOT NULL,
+    scope jsonb DEFAULT '{}'::jsonb NOT NULL,
+    row_version bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    stop_mode text,
+    CONSTRAINT cases_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'resolved'::text, 'closed'::text, 'cancelled'::text]))),
+    CONSTRAINT cases_stop_mode_check CHECK ((stop_mode = ANY (ARRAY['hard'::text, 'soft'::text])))
+);
+
+CREATE TABLE public.cost_ledger (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    task_id uuid,
+    call_id uuid,
+    route text NOT NULL,
+    model text NOT NULL,
+    input_tokens integer,
+    output_tokens integer,
+    cost numeric,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.dead_letters (
+    seq bigint NOT NULL,
+    consumer text NOT NULL,
+    message_id text,
+    type text,
+    reason text NOT NULL,
+    detail text DEFAULT ''::text NOT NULL,
+    payload_hash text,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE SEQUENCE public.dead_letters_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.dead_letters_seq_seq OWNED BY public.dead_letters.seq;
+
+CREATE TABLE public.decisions (
+    id uuid NOT NULL,
+    gate_id uuid NOT NULL,
+    decision text NOT NULL,
+    verdict text NOT NULL,
+    principal text NOT NULL,
+    role text NOT NULL,
+    digest text NOT NULL,
+    reason text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT decisions_verdict_check CHECK ((verdict = ANY (ARRAY['approve'::text, 'reject'::text])))
+);
+
+CREATE TABLE public.effect_dispatches (
+    grant_id uuid NOT NULL,
+    gate_id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    call_id uuid,
+    attempt integer DEFAULT 0 NOT NULL,
+    waiting_key text,
+    claimed_by text,
+    claimed_until timestamp with time zone,
+    next_at timestamp with time zone DEFAULT now() NOT NULL,
+    checks integer DEFAULT 0 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT effect_dispatches_attempt_check CHECK ((attempt >= 0)),
+    CONSTRAINT effect_dispatches_call_after_intent CHECK (((state <> ALL (ARRAY['executing'::text, 'reconciling'::text, 'settling'::text])) OR (call_id IS NOT NULL))),
+    CONSTRAINT effect_dispatches_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'coordination'::text, 'executing'::text, 'reconciling'::text, 'settling'::text, 'settled'::text, 'refused'::text]))),
+    CONSTRAINT effect_dispatches_waiting_iff_coordination CHECK (((state = 'coordination'::text) = (waiting_key IS NOT NULL)))
+);
+
+CREATE TABLE public.gates (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    packet_digest text NOT NULL,
+    operation text NOT NULL,
+    effect_class text NOT NULL,
+    required_decisions jsonb DEFAULT '[]'::jsonb NOT NULL,
+    state text DEFAULT 'open'::text NOT NULL,
+    expires_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    decided_at timestamp with time zone,
+    packet_paper_id uuid,
+    packet_revision integer,
+    mutation_key text,
+    propose_call_id uuid,
+    impact_keys jsonb DEFAULT '[]'::jsonb NOT NULL,
+    summary text,
+    reason text,
+    CONSTRAINT gates_open_has_packet CHECK (((state <> 'open'::text) OR ((packet_paper_id IS NOT NULL) AND (packet_revision IS NOT NULL)))),
+    CONSTRAINT gates_state_check CHECK ((state = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'revoked'::text])))
+);
+
+CREATE TABLE public.grants (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    gate_id uuid,
+    packet_digest text NOT NULL,
+    state text DEFAULT 'issued'::text NOT NULL,
+    reserved_call_id uuid,
+    issued_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    task_id uuid,
+    consumed_at timestamp with time zone,
+    revoke_reason text,
+    CONSTRAINT grants_reserved_has_call CHECK (((state = ANY (ARRAY['reserved'::text, 'consumed'::text])) = (reserved_call_id IS NOT NULL))),
+    CONSTRAINT grants_state_check CHECK ((state = ANY (ARRAY['issued'::text, 'reserved'::text, 'consumed'::text, 'expired'::text, 'revoked'::text])))
+);
+
+CREATE TABLE public.impact_claims (
+    impact_key text NOT NULL,
+    case_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    call_id uuid,
+    claimed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.inbox_messages (
+    consumer text NOT NULL,
+    message_id uuid NOT NULL,
+    payload_hash text NOT NULL,
+    type text NOT NULL,
+    disposition text NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT inbox_messages_disposition_check CHECK ((disposition = ANY (ARRAY['applied'::text, 'ignored'::text, 'refused'::text])))
+);
+
+CREATE TABLE public.ledger (
+    case_id uuid NOT NULL,
+    seq bigint NOT NULL,
+    record_id uuid NOT NULL,
+    kind text NOT NULL,
+    body jsonb NOT NULL,
+    prev_hash text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT ledger_seq_check CHECK ((seq >= 1))
+);
+
+CREATE TABLE public.ledger_heads (
+    case_id uuid NOT NULL,
+    seq bigint NOT NULL,
+    hash text NOT NULL
+);
+
+CREATE TABLE public.mailbox_cursors (
+    mailbox_key text NOT NULL,
+    uid_validity bigint NOT NULL,
+    last_uid bigint NOT NULL,
+    watermark text,
+    rescan_since text,
+    rescan_through bigint,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mailbox_cursors_last_uid_check CHECK ((last_uid >= 0)),
+    CONSTRAINT mailbox_cursors_rescan CHECK (((rescan_since IS NULL) OR (rescan_through IS NOT NULL))),
+    CONSTRAINT mailbox_cursors_uid_validity_check CHECK ((uid_validity >= 0))
+);
+
+CREATE TABLE public.outbox_messages (
+    seq bigint NOT NULL,
+    message_id uuid NOT NULL,
+    type text NOT NULL,
+    routing_key text NOT NULL,
+    case_id uuid,
+    body bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    claimed_by text,
+    claimed_until timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    published_at timestamp with time zone
+);
+
+CREATE SEQUENCE public.outbox_messages_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.outbox_messages_seq_seq OWNED BY public.outbox_messages.seq;
+
+CREATE TABLE public.paper_revisions (
+    paper_id uuid NOT NULL,
+    revision integer NOT NULL,
+    schema_id text NOT NULL,
+    content_hash text NOT NULL,
+    size_bytes integer NOT NULL,
+    bytes bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT paper_revisions_revision_check CHECK ((revision >= 1))
+);
+ALTER TABLE ONLY public.paper_revisions ALTER COLUMN bytes SET COMPRESSION lz4;
+
+CREATE TABLE public.papers (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    kind text NOT NULL,
+    name text NOT NULL,
+    head_revision integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.plan_confirmations (
+    task_id uuid NOT NULL,
+    revision integer NOT NULL,
+    confirmed_by uuid NOT NULL,
+    plan_hash text NOT NULL,
+    message_id uuid,
+    confirmed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.plan_revisions (
+    task_id uuid NOT NULL,
+    revision integer NOT NULL,
+    expected_revision integer NOT NULL,
+    plan_hash text NOT NULL,
+    paper_id uuid,
+    steps jsonb NOT NULL,
+    submitted_by uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    row_version bigint,
+    CONSTRAINT plan_revisions_expected_revision_check CHECK ((expected_revision >= 0)),
+    CONSTRAINT plan_revisions_in_order CHECK ((expected_revision = (revision - 1))),
+    CONSTRAINT plan_revisions_revision_check CHECK ((revision >= 1))
+);
+
+CREATE TABLE public.plan_steps (
+    task_id uuid NOT NULL,
+    step_id text NOT NULL,
+    revision integer NOT NULL,
+    title text DEFAULT ''::text NOT NULL,
+    depends_on jsonb DEFAULT '[]'::jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT plan_steps_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'active'::text, 'done'::text, 'waiting'::text, 'dropped'::text])))
+);
+
+CREATE TABLE public.questions (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    gap text NOT NULL,
+    checked jsonb DEFAULT '[]'::jsonb NOT NULL,
+    depends_on jsonb DEFAULT '[]'::jsonb NOT NULL,
+    alternatives jsonb DEFAULT '[]'::jsonb NOT NULL,
+    decision_needed text NOT NULL,
+    answer text,
+    answered_by text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    answered_at timestamp with time zone,
+    asked_by uuid,
+    kind text DEFAULT 'agent'::text NOT NULL,
+    CONSTRAINT questions_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'versions'::text])))
+);
+
+CREATE TABLE public.route_health (
+    route text NOT NULL,
+    last_ok_at timestamp with time zone,
+    last_failure_at timestamp with time zone
+);
+
+CREATE TABLE public.runtime_calls (
+    id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    turn integer NOT NULL,
+    ordinal integer NOT NULL,
+    kind text NOT NULL,
+    tool_name text,
+    status text NOT NULL,
+    fence_epoch bigint NOT NULL,
+    request_paper_id uuid,
+    request_hash text,
+    response_paper_id uuid,
+    response_hash text,
+    logical_key text,
+    route text,
+    versions jsonb DEFAULT '{}'::jsonb NOT NULL,
+    outcome_class text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    completed_at timestamp with time zone,
+    effect_attempt integer,
+    CONSTRAINT runtime_calls_effect_attempt_check CHECK ((effect_attempt >= 1)),
+    CONSTRAINT runtime_calls_kind_check CHECK ((kind = ANY (ARRAY['model'::text, 'read'::text, 'control'::text, 'effect'::text]))),
+    CONSTRAINT runtime_calls_ordinal_check CHECK ((ordinal >= 0)),
+    CONSTRAINT runtime_calls_status_check CHECK ((status = ANY (ARRAY['intent'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'refused'::text, 'shadowed'::text]))),
+    CONSTRAINT runtime_calls_turn_check CHECK ((turn >= 0))
+);
+
+CREATE TABLE public.schema_migrations (
+    version integer NOT NULL,
+    name text NOT NULL,
+    checksum text NOT NULL,
+    applied_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.task_notes (
+    seq bigint NOT NULL,
+    task_id uuid NOT NULL,
+    kind text NOT NULL,
+    body jsonb NOT NULL,
+    source_message_id uuid,
+    consumed_turn integer,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE SEQUENCE public.task_notes_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.task_notes_seq_seq OWNED BY public.task_notes.seq;
+
+CREATE TABLE public.tasks (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    parent_id uuid,
+    profile text NOT NULL,
+    profile_version text DEFAULT '1'::text NOT NULL,
+    objective jsonb DEFAULT '{}'::jsonb NOT NULL,
+    state text DEFAULT 'open'::text NOT NULL,
+    park_reason text,
+    park_detail jsonb,
+    parked_at timestamp with time zone,
+    row_version bigint DEFAULT 0 NOT NULL,
+    fence_epoch bigint DEFAULT 0 NOT NULL,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    budget_limit_minutes numeric,
+    budget_used_minutes numeric DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    root_task_id uuid,
+    depth integer DEFAULT 0 NOT NULL,
+    ancestry uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    spawn_call_id uuid,
+    context jsonb,
+    wake_at timestamp with time zone,
+    cancel_requested text,
+    CONSTRAINT tasks_cancel_requested_check CHECK ((cancel_requested = ANY (ARRAY['hard'::text, 'soft'::text]))),
+    CONSTRAINT tasks_depth_check CHECK ((depth >= 0)),
+    CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text]))),
+    CONSTRAINT tasks_park_reason_iff_parked CHECK (((state = 'parked'::text) = (park_reason IS NOT NULL))),
+    CONSTRAINT tasks_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'parked'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
+);
+
+CREATE TABLE public.turn_checkpoints (
+    task_id uuid NOT NULL,
+    turn integer NOT NULL,
+    state_paper_id uuid NOT NULL,
+    state_hash text NOT NULL,
+    context_hash text,
+    fence_epoch bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    versions jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT turn_checkpoints_turn_check CHECK ((turn >= 0))
+);
+
+CREATE TABLE public.version_decisions (
+    task_id uuid NOT NULL,
+    versions_hash text NOT NULL,
+    decision text NOT NULL,
+    decided_by text NOT NULL,
+    changed jsonb DEFAULT '[]'::jsonb NOT NULL,
+    decided_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT version_decisions_decision_check CHECK ((decision = ANY (ARRAY['continue'::text, 'park'::text])))
+);
+
+ALTER TABLE ONLY public.dead_letters ALTER COLUMN seq SET DEFAULT nextval('public.dead_letters_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.outbox_messages ALTER COLUMN seq SET DEFAULT nextval('public.outbox_messages_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.task_notes ALTER COLUMN seq SET DEFAULT nextval('public.task_notes_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.cases
+    ADD CONSTRAINT cases_origin_key_key UNIQUE (origin_key);
+
+ALTER TABLE ONLY public.cases
+    ADD CONSTRAINT cases_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.cost_ledger
+    ADD CONSTRAINT cost_ledger_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.dead_letters
+    ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.decisions
+    ADD CONSTRAINT decisions_gate_id_decision_key UNIQUE (gate_id, decision);
+
+ALTER TABLE ONLY public.decisions
+    ADD CONSTRAINT decisions_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_pkey PRIMARY KEY (grant_id);
+
+ALTER TABLE ONLY public.gates
+    ADD CONSTRAINT gates_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_reserved_call_id_key UNIQUE (reserved_call_id);
+
+ALTER TABLE ONLY public.impact_claims
+    ADD CONSTRAINT impact_claims_pkey PRIMARY KEY (impact_key);
+
+ALTER TABLE ONLY public.inbox_messages
+    ADD CONSTRAINT inbox_messages_pkey PRIMARY KEY (consumer, message_id);
+
+ALTER TABLE ONLY public.ledger_heads
+    ADD CONSTRAINT ledger_heads_pkey PRIMARY KEY (case_id);
+
+ALTER TABLE ONLY public.ledger
+    ADD CONSTRAINT ledger_pkey PRIMARY KEY (case_id, seq);
+
+ALTER TABLE ONLY public.ledger
+    ADD CONSTRAINT ledger_record_id_key UNIQUE (record_id);
+
+ALTER TABLE ONLY public.mailbox_cursors
+    ADD CONSTRAINT mailbox_cursors_pkey PRIMARY KEY (mailbox_key);
+
+ALTER TABLE ONLY public.outbox_messages
+    ADD CONSTRAINT outbox_messages_message_id_key UNIQUE (message_id);
+
+ALTER TABLE ONLY public.outbox_messages
+    ADD CONSTRAINT outbox_messages_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.paper_revisions
+    ADD CONSTRAINT paper_revisions_pkey PRIMARY KEY (paper_id, revision);
+
+ALTER TABLE ONLY public.papers
+    ADD CONSTRAINT papers_case_id_name_key UNIQUE (case_id, name);
+
+ALTER TABLE ONLY public.papers
+    ADD CONSTRAINT papers_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.plan_confirmations
+    ADD CONSTRAINT plan_confirmations_pkey PRIMARY KEY (task_id, revision);
+
+ALTER TABLE ONLY public.plan_revisions
+    ADD CONSTRAINT plan_revisions_pkey PRIMARY KEY (task_id, revision);
+
+ALTER TABLE ONLY public.plan_steps
+    ADD CONSTRAINT plan_steps_pkey PRIMARY KEY (task_id, step_id);
+
+ALTER TABLE ONLY public.questions
+    ADD CONSTRAINT questions_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.route_health
+    ADD CONSTRAINT route_health_pkey PRIMARY KEY (route);
+
+ALTER TABLE ONLY public.runtime_calls
+    ADD CONSTRAINT runtime_calls_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.runtime_calls
+    ADD CONSTRAINT runtime_calls_task_id_turn_ordinal_key UNIQUE (task_id, turn, ordinal);
+
+ALTER TABLE ONLY public.schema_migrations
+    ADD CONSTRAINT schema_migrations_pkey PRIMARY KEY (version);
+
+ALTER TABLE ONLY public.task_notes
+    ADD CONSTRAINT task_notes_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.task_notes
+    ADD CONSTRAINT task_notes_task_id_source_message_id_key UNIQUE (task_id, source_message_id);
+
+ALTER TABLE ONLY public.tasks
+    ADD CONSTRAINT tasks_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.tasks
+    ADD CONSTRAINT tasks_spawn_call_id_key UNIQUE (spawn_call_id);
+
+ALTER TABLE ONLY public.turn_checkpoints
+    ADD CONSTRAINT turn_checkpoints_pkey PRIMARY KEY (task_id, turn);
+
+ALTER TABLE ONLY public.version_decisions
+    ADD CONSTRAINT version_decisions_pkey PRIMARY KEY (task_id, versions_hash);
+
+CREATE INDEX cases_customer_created_idx ON public.cases USING btree (customer, created_at DESC, id DESC);
+
+CREATE INDEX effect_dispatches_call_idx ON public.effect_dispatches USING btree (call_id) WHERE (call_id IS NOT NULL);
+
+CREATE INDEX effect_dispatches_due_idx ON public.effect_dispatches USING btree (next_at) WHERE (state = ANY (ARRAY['pending'::text, 'executing'::text, 'reconciling'::text, 'settling'::text]));
+
+CREATE INDEX effect_dispatches_waiting_idx ON public.effect_dispatches USING btree (waiting_key) WHERE (state = 'coordination'::text);
+
+CREATE INDEX gates_case_idx ON public.gates USING btree (case_id);
+
+CREATE INDEX gates_expiry_idx ON public.gates USING btree (expires_at) WHERE ((state = 'open'::text) AND (expires_at IS NOT NULL));
+
+CREATE INDEX gates_open_idx ON public.gates USING btree (created_at) WHERE (state = 'open'::text);
+
+CREATE INDEX grants_expiry_idx ON public.grants USING btree (expires_at) WHERE (state = 'issued'::text);
+
+CREATE UNIQUE INDEX grants_one_per_gate_idx ON public.grants USING btree (gate_id) WHERE (gate_id IS NOT NULL);
+
+CREATE INDEX impact_claims_call_idx ON public.impact_claims USING btree (call_id);
+
+CREATE INDEX outbox_unpublished_idx ON public.outbox_messages USING btree (seq) WHERE (published_at IS NULL);
+
+CREATE INDEX questions_case_idx ON public.questions USING btree (case_id);
+
+CREATE INDEX questions_open_idx ON public.questions USING btree (case_id) WHERE (answer IS NULL);
+
+CREATE UNIQUE INDEX runtime_calls_logical_key_idx ON public.runtime_calls USING btree (logical_key) WHERE (logical_key IS NOT NULL);
+
+CREATE INDEX runtime_calls_unknown_effects_idx ON public.runtime_calls USING btree (created_at) WHERE ((kind = 'effect'::text) AND (status = ANY (ARRAY['intent'::text, 'unknown'::text])));
+
+CREATE INDEX task_notes_open_idx ON public.task_notes USING btree (task_id, seq) WHERE (consumed_turn IS NULL);
+
+CREATE INDEX tasks_case_idx ON public.tasks USING btree (case_id);
+
+CREATE INDEX tasks_lease_idx ON public.tasks USING btree (lease_until) WHERE (state = 'running'::text);
+
+CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX tasks_wake_idx ON public.tasks USING btree (wake_at) WHERE ((state = 'parked'::text) AND (wake_at IS NOT NULL));
+
+ALTER TABLE ONLY public.cost_ledger
+    ADD CONSTRAINT cost_ledger_call_id_fkey FOREIGN KEY (call_id) REFERENCES public.runtime_calls(id);
+
+ALTER TABLE ONLY public.cost_ledger
+    ADD CONSTRAINT cost_ledger_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.cost_ledger
+    ADD CONSTRAINT cost_ledger_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.decisions
+    ADD CONSTRAINT decisions_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_call_id_fkey FOREIGN KEY (call_id) REFERENCES public.runtime_calls(id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_grant_id_fkey FOREIGN KEY (grant_id) REFERENCES public.grants(id);
+
+ALTER TABLE ONLY public.effect_dispatches
+    ADD CONSTRAINT effect_dispatches_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.gates
+    ADD CONSTRAINT gates_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.gates
+    ADD CONSTRAINT gates_packet_paper_id_fkey FOREIGN KEY (packet_paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.gates
+    ADD CONSTRAINT gates_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_reserved_call_id_fkey FOREIGN KEY (reserved_call_id) REFERENCES public.runtime_calls(id);
+
+ALTER TABLE ONLY public.grants
+    ADD CONSTRAINT grants_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.impact_claims
+    ADD CONSTRAINT impact_claims_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.impact_claims
+    ADD CONSTRAINT impact_claims_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.ledger
+    ADD CONSTRAINT ledger_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.ledger_heads
+    ADD CONSTRAINT ledger_heads_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.paper_revisions
+    ADD CONSTRAINT paper_revisions_paper_id_fkey FOREIGN KEY (paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.papers
+    ADD CONSTRAINT papers_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.plan_confirmations
+    ADD CONSTRAINT plan_confirmations_confirmed_by_fkey FOREIGN KEY (confirmed_by) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.plan_confirmations
+    ADD CONSTRAINT plan_confirmations_task_id_revision_fkey FOREIGN KEY (task_id, revision) REFERENCES public.plan_revisions(task_id, revision);
+
+ALTER TABLE ONLY public.plan_revisions
+    ADD CONSTRAINT plan_revisions_paper_id_fkey FOREIGN KEY (paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.plan_revisions
+    ADD CONSTRAINT plan_revisions_submitted_by_fkey FOREIGN KEY (submitted_by) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.plan_revisions
+    ADD CONSTRAINT plan_revisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.plan_steps
+    ADD CONSTRAINT plan_steps_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.questions
+    ADD CONSTRAINT questions_asked_by_fkey FOREIGN KEY (asked_by) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.questions
+    ADD CONSTRAINT questions_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.questions
+    ADD CONSTRAINT questions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.runtime_calls
+    ADD CONSTRAINT runtime_calls_request_paper_id_fkey FOREIGN KEY (request_paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.runtime_calls
+    ADD CONSTRAINT runtime_calls_response_paper_id_fkey FOREIGN KEY (response_paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.runtime_calls
+    ADD CONSTRAINT runtime_calls_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.task_notes
+    ADD CONSTRAINT task_notes_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.tasks
+    ADD CONSTRAINT tasks_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.tasks
+    ADD CONSTRAINT tasks_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.tasks
+    ADD CONSTRAINT tasks_root_task_id_fkey FOREIGN KEY (root_task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.turn_checkpoints
+    ADD CONSTRAINT turn_checkpoints_state_paper_id_fkey FOREIGN KEY (state_paper_id) REFERENCES public.papers(id);
+
+ALTER TABLE ONLY public.turn_checkpoints
+    ADD CONSTRAINT turn_checkpoints_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.version_decisions
+    ADD CONSTRAINT version_decisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);

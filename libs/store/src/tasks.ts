@@ -1,0 +1,97 @@
+/**
+ * The task family (DESIGN §4): read, lock, claim, renew, sweep and wake a task — the only ways
+ * production and tests alike move a task between the lease and the rest of its life. The
+ * fenced transition (park included) is `UnitOfWork.transitionTask`, because it shares the
+ * unit of work's fence lock; its statement lives with the others in sql/tasks.ts.
+ *
+ * Which park a wake ends is contracts' PARK_CLASSES table; writes a lease holder makes assert
+ * its fence first, writes a message handler makes lock the task row instead (`lockTask`).
+ */
+import type { TaskState, WakeCause } from '@everdict/contracts';
+import type { Queryable } from './db.js';
+import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
+import type { TaskRow } from './sql/tasks.js';
+import type { Store } from './store.js';
+import type { FenceToken, UnitOfWork } from './unitOfWork.js';
+
+export type { TaskRow, TaskTransition } from './sql/tasks.js';
+
+export async function loadTask(q: Queryable, taskId: string): Promise<TaskRow | undefined> {
+  return (await q.query<TaskRow>(selectTask(taskId))).rows[0];
+}
+
+/** Locks the task row until COMMIT: handlers that change a task they do not lease serialise here. */
+export async function lockTask(uow: UnitOfWork, taskId: string): Promise<TaskRow | undefined> {
+  return (await uow.query<TaskRow>(lockStatement(taskId))).rows[0];
+}
+
+export type TaskClaim =
+  | { readonly claimed: true; readonly token: FenceToken; readonly task: TaskRow }
+  | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling'; readonly state?: TaskState };
+
+/**
+ * Claims the task lease: a new fence epoch and a lease on the database clock, in one statement.
+ * Given a unit of work, the claim commits with it (a handler's inbox row, a first intent).
+ * A task that is leased, parked, finished or hard-cancelled is not claimed; the loser is told
+ * why, never thrown at.
+ */
+export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number): Promise<TaskClaim> {
+  const task = (await q.query<TaskRow>(claimStatement(taskId, owner, ttlMs))).rows[0];
+  if (task) return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task };
+  const row = await loadTask(q, taskId);
+  if (!row) return { claimed: false, reason: 'not_found' };
+  if (row.state !== 'open' && row.state !== 'running') return { claimed: false, reason: 'not_claimable', state: row.state };
+  if (row.cancel_requested === 'hard') return { claimed: false, reason: 'cancelling', state: row.state };
+  return { claimed: false, reason: 'leased', state: row.state };
+}
+
+/**
+ * Renews leases of one owner in one statement, on the database clock. Returns the new lease end
+ * of every task still held; every other one is stale (claimed or swept since) and is counted.
+ */
+export async function renewLeases(store: Store, owner: string, leases: readonly { taskId: string; epoch: number }[], ttlMs: number): Promise<Map<string, Date>> {
+  if (leases.length === 0) return new Map();
+  const { rows } = await store.db.query<{ id: string; lease_until: Date }>(renewStatement(owner, leases, ttlMs));
+  const held = new Map(rows.map((r) => [r.id, r.lease_until]));
+  for (const l of leases) if (!held.has(l.taskId)) store.metrics.staleFence('renew_lease');
+  return held;
+}
+
+/**
+ * The expired-lease sweep, in ONE unit of work with whatever `onExpired` enqueues (the
+ * task.runnable outbox row): running tasks whose lease ended on the database clock become open.
+ * SKIP LOCKED lets every turn-worker (and the reconciler) sweep concurrently.
+ */
+export async function sweepLeases(store: Store, opts: { limit: number; onExpired: (uow: UnitOfWork, task: TaskRow) => Promise<void> }): Promise<TaskRow[]> {
+  return store.unitOfWork(async (uow) => {
+    const { rows } = await uow.query<TaskRow>(sweepExpiredLeases(opts.limit));
+    for (const t of rows) await opts.onExpired(uow, t);
+    return rows;
+  });
+}
+
+/**
+ * Wakes the task if it is parked for a reason `cause` ends (PARK_CLASSES); undefined when it is
+ * not. The caller has checked that the task waits for this very event (its park detail).
+ */
+export async function wakeTask(uow: UnitOfWork, taskId: string, cause: WakeCause): Promise<TaskRow | undefined> {
+  return (await uow.query<TaskRow>(wakeStatement(taskId, cause))).rows[0];
+}
+
+/**
+ * The swept wakes, with `onWoken` in the same unit of work: health-gated backoff (`backoff`)
+ * and parents waiting on their children that a sub-agent's question is waiting on
+ * (`child_question`).
+ */
+export async function wakeDue(store: Store, opts: { limit: number; onWoken: (uow: UnitOfWork, task: TaskRow, cause: WakeCause) => Promise<void> }): Promise<TaskRow[]> {
+  return store.unitOfWork(async (uow) => {
+    const woken: TaskRow[] = [];
+    for (const [cause, sql] of [['backoff', wakeBackoffElapsed(opts.limit)], ['child_question', wakeAskedParents(opts.limit)]] as const) {
+      for (const t of (await uow.query<TaskRow>(sql)).rows) {
+        await opts.onWoken(uow, t, cause);
+        woken.push(t);
+      }
+    }
+    return woken;
+  });
+}

@@ -1,0 +1,174 @@
+/**
+ * C3 executed: a turn's write (turnWrite.ts) made durable, and the parks that need no turn.
+ *
+ *   the turn alone        the write as one part of a group-commit statement (libs/store
+ *                         groupCommit.ts): journal, checkpoint, next intent, ledger record, lease
+ *                         and outbox under the task's own fence, no transaction of its own;
+ *   the turn + placements a unit of work: hold the fence (reading a pending cancel and the row
+ *                         version under it), compact, count the children still to report, decide,
+ *                         place (children, plan, proposal, questions, resume note), then execute
+ *                         the write — last, since it may give the fence up;
+ *   a park alone          a unit of work, or — to stop a turn already written at its checkpoint
+ *                         (a soft cancel the group-commit statement reported) — the group commit.
+ * Every path executes the value `turnWrite` built; none writes a transition of its own.
+ */
+import { resumeRun } from '@everdict/agent-runtime';
+import type { RunState, TurnResult } from '@everdict/agent-runtime';
+import { unreportedChildren, writeTurn } from '@everdict/store';
+import type { UnitOfWork } from '@everdict/store';
+import { needsCompaction } from './compaction.js';
+import { nextProviderAttempt, settle } from './decisions.js';
+import type { Transition } from './decisions.js';
+import { compact, placeChild, placePlan, placeProposal, placeQuestions, placeResumeNote } from './placement.js';
+import type { Placer } from './placement.js';
+import { providerBackoffMs } from './settings.js';
+import type { HostState } from './statePaper.js';
+import type { TaskRun, TurnEnd, TurnEnv } from './turn.js';
+import type { TurnBuffer } from './turnBuffer.js';
+import type { TurnJournal } from './turnJournal.js';
+import { turnWrite, waitOnProposal } from './turnWrite.js';
+import type { ParkTransition, TurnCommit, TurnProduct } from './turnWrite.js';
+import type { ProposalTurn } from './writesPropose.js';
+
+/** What a turn's run left for its commit. */
+export interface Produced {
+  readonly result: TurnResult;
+  readonly journal: TurnJournal;
+  readonly buffer: TurnBuffer;
+  /** What `writes__propose` decided this turn (a gate to ask or wait on; ledger records). */
+  readonly proposing: ProposalTurn;
+  readonly host: HostState;
+  readonly before: RunState;
+  /** The state as restored, before this turn's notes were appended. */
+  readonly restored: { readonly run: RunState; readonly host: HostState };
+  readonly release: boolean;
+  readonly onCommit: () => void;
+}
+
+const isPark = (t: Transition): t is ParkTransition => t.kind === 'park';
+
+/** Commits the turn and moves the task run on to what it committed. */
+export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<TurnEnd> {
+  const { result, journal, buffer } = p;
+  const { token, task } = tr;
+  const caseId = task.case_id;
+  const consumed = result.state.turn > p.before.turn;
+  const unknownCalls = journal.all().filter((r) => r.status === 'unknown').map((r) => r.callId);
+  // A halt before any turn ran (budget, provider down) publishes the state as restored: the
+  // notes it was woken with stay unpinned and are carried by the turn that really runs.
+  const host: HostState = consumed ? { ...p.host, contextHash: journal.modelRecord()?.requestHash || p.host.contextHash, pending: { ...p.host.pending, calls: unknownCalls } } : p.restored.host;
+  const next: RunState = consumed ? result.state : { ...p.restored.run, settlement: result.state.settlement };
+  const plan = next.plan !== null && next.plan.revision !== p.before.plan?.revision ? next.plan : null;
+  const compacting = consumed && needsCompaction(next, tr.view.profile.compaction);
+  const checkpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);
+  const proposed = p.proposing.proposal !== null || p.proposing.ledger.length > 0;
+
+  const decide = (cancelRequested: 'hard' | 'soft' | null, unreported: number) =>
+    waitOnProposal(
+      settle({
+        settlement: result.settlement,
+        cancelRequested,
+        release: p.release,
+        unreportedChildren: unreported,
+        route: tr.view.model.route.name,
+        providerAttempt: nextProviderAttempt(task.park_reason, task.park_detail),
+        backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
+      }),
+      p.proposing.proposal,
+    );
+  const product = (state: { readonly run: RunState; readonly host: HostState }): TurnProduct => ({
+    turn: p.before.turn,
+    next: state.run,
+    host: state.host,
+    checkpoint,
+    outcomes: journal.pendingOutcomes(),
+    calls: journal.all(),
+    results: buffer.papers,
+    children: buffer.children.map((c) => c.childTaskId),
+    planRevision: plan?.revision ?? null,
+    agent: { registry: tr.view.registry, runCtx: tr.runCtx, route: tr.view.model.route, versions: tr.view.versions },
+  });
+  const subject = { task, epoch: token.epoch };
+
+  let commit: TurnCommit;
+  /** The state the write checkpointed (compaction may have shortened the conversation). */
+  let committed = { run: next, host };
+  let resumeSeq: number | null = null;
+  const first = decide(null, 0);
+  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask);
+  if (!placing) {
+    // The hot path: the turn, and a transition that ends the activation, as one part of a
+    // group-commit statement.
+    commit = turnWrite({ subject, transition: first, product: product({ run: next, host }) });
+    const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead);
+    tr.ledgerHead = done.head;
+    const stop = commit.transition.kind === 'continue' && done.cancelRequested === 'soft' ? decide('soft', 0) : null;
+    if (stop !== null && isPark(stop)) {
+      // A soft cancel stops the task at the checkpoint just written; the next intent it carries
+      // stays unanswered.
+      commit = turnWrite({ subject, transition: stop, product: null });
+      tr.ledgerHead = (await env.committer.write(token, caseId, commit.write, tr.ledgerHead)).head;
+    }
+  } else {
+    const at: Placer = { task, token, rootTaskId: tr.rootTaskId };
+    const placed = await env.store.unitOfWork(async (uow) => {
+      const held = await uow.holdFence(token, 'write_journal');
+      const state = compacting ? await compact(uow, at, tr.view.profile.compaction!, next, host) : { run: next, host };
+      // Children placed by this very commit count as unreported: they are created below. The
+      // task row is locked, so a child's report either committed before the count (and is counted
+      // as arrived) or waits for this commit and then finds the task parked and wakes it.
+      const childrenPark = result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children';
+      const unreported = childrenPark ? (await unreportedChildren(uow, task.id)) + buffer.children.length : 0;
+      let transition = decide(held.cancelRequested, unreported);
+      for (const child of buffer.children) await placeChild(env.catalog, uow, at, child);
+      if (plan !== null) await placePlan(uow, at, plan, held.rowVersion);
+      if (proposed) await placeProposal(uow, at, p.proposing);
+      if (isPark(transition) && transition.ask) transition = await placeQuestions(uow, at, transition, state.run.wait);
+      const seq = transition.kind === 'resume_now' ? await placeResumeNote(uow, at, transition.note) : null;
+      const c = turnWrite({ subject, transition, product: product(state) });
+      const done = await writeTurn(uow, token, caseId, c.write);
+      return { commit: c, state, seq, head: done.head };
+    });
+    commit = placed.commit;
+    committed = placed.state;
+    resumeSeq = placed.seq;
+    tr.ledgerHead = placed.head;
+  }
+  p.onCommit();
+
+  tr.host = committed.host;
+  tr.run = committed.run;
+  tr.prewritten = commit.prewritten;
+  if (checkpoint) tr.checkpointed = true;
+  const t = commit.transition;
+  switch (t.kind) {
+    case 'continue':
+      return { ended: false };
+    case 'resume_now':
+      tr.run = resumeRun(committed.run);
+      if (resumeSeq !== null) tr.notes = [{ seq: resumeSeq, kind: 'info', body: { text: t.note }, consumed_turn: null }];
+      return { ended: false };
+    case 'release':
+      return { ended: true, outcome: 'released' };
+    case 'park':
+      return { ended: true, outcome: 'parked' };
+    case 'finish':
+      return { ended: true, outcome: t.state === 'done' ? 'completed' : t.state === 'failed' ? 'failed' : 'cancelled' };
+  }
+}
+
+/** Parks the held task without running a turn (restore failure, version decision, mismatch). */
+export async function parkWithoutTurn(
+  env: TurnEnv,
+  tr: Pick<TaskRun, 'task' | 'token'>,
+  reason: 'capability_gap' | 'question',
+  detail: Record<string, unknown>,
+  before?: (uow: UnitOfWork) => Promise<void>,
+): Promise<void> {
+  const park: ParkTransition = { kind: 'park', reason, detail, backoffMs: null, ask: false };
+  await env.store.unitOfWork(async (uow) => {
+    await uow.requireFence(tr.token, 'park_task');
+    await before?.(uow);
+    await writeTurn(uow, tr.token, tr.task.case_id, turnWrite({ subject: { task: tr.task, epoch: tr.token.epoch }, transition: park, product: null }).write);
+  });
+}
