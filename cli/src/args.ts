@@ -1,7 +1,7 @@
 /** Argument parsing for the CLI: a command word, then flags. `--json` is global. */
 import { parseArgs } from 'node:util';
 
-export interface Invocation {
+interface Invocation {
   command: string;
   positionals: string[];
   json: boolean;

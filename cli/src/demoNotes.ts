@@ -22,7 +22,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join } from 'node:path';
 import type { RouteHandler } from '@everdict/service-kit';
 
-export const DEMO_NOTES_PREFIX = '/demo/notes';
+const DEMO_NOTES_PREFIX = '/demo/notes';
 const MAX_BODY_BYTES = 16 * 1024;
 const MAX_TEXT = 500;
 const KEY = /^[\x21-\x7e]{1,200}$/;

@@ -20,9 +20,9 @@ import { ConfigError, parsePort } from '@everdict/service-kit';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-export const DEFAULT_DATA_DIR = '.data/everdict';
+const DEFAULT_DATA_DIR = '.data/everdict';
 /** Demo-only bearer tokens of the sample config's principals (their sha256 is in fleet.json). */
-export const DEMO_TOKENS = { requester: 'everdict-demo-requester', approver: 'everdict-demo-approver' } as const;
+const DEMO_TOKENS = { requester: 'everdict-demo-requester', approver: 'everdict-demo-approver' } as const;
 
 const set = (v: string | undefined): boolean => (v?.trim() ?? '') !== '';
 
@@ -40,7 +40,7 @@ export function nodeMode(env: Env): 'fleet' | 'embedded' {
 }
 
 /** The folder holding `infra/config/fleet.json`, searched upward from this module (src or dist). */
-export function repoRoot(): string {
+function repoRoot(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     if (existsSync(join(dir, 'infra', 'config', 'fleet.json'))) return dir;

@@ -28,9 +28,6 @@ import type { NodePlan } from './node/plan.js';
 import { fleetReloader } from './node/reload.js';
 import type { NodeInputs, StartedService } from './node/services.js';
 
-export { FLEET_SERVICES } from './node/services.js';
-export type { FleetService } from './node/services.js';
-export { planNode } from './node/plan.js';
 
 /** Until the node is running, a SIGHUP is logged to stderr and otherwise ignored. */
 let onHangup: () => void = () => process.stderr.write('everdict: SIGHUP during start-up ignored; send it again once the node is ready\n');

@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contentHash } from '@everdict/store';
-import { decodeStatePaper, topUpBudget } from '@everdict/turn-worker';
+import { decodeStatePaper } from '@everdict/turn-worker';
 import { readinessBudgetMs } from '@everdict/testkit';
 import { call, eventually, modelAsks, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
@@ -127,7 +127,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
     const doc = JSON.parse(cp.bytes.toString('utf8')) as { phase: string; run: { usage: { turns: number }; settlement: unknown } };
     expect(doc.phase).toBe('ready');
     expect(doc.run.usage.turns).toBe(2);
-    expect(await topUpBudget(fx.store, taskId, { maxTurns: 5 }, 'ops')).toBe(true);
+    await fx.sendAs('budget.topped_up', caseId, { taskId, budget: { maxTurns: 5 }, toppedUpBy: 'ops' });
     await eventually(async () => (await task(taskId)).state === 'done', { timeoutMs: 20_000, what: 'done after the top-up' });
     expect((await fx.rows('SELECT 1 FROM turn_checkpoints WHERE task_id = $1', [taskId])).length).toBe(4);
     expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });

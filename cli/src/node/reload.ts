@@ -21,10 +21,10 @@ import type { ConnectorSet } from '@everdict/connectors';
 import { FleetConfigError, loadFleetConfig } from '@everdict/service-kit';
 import type { EverdictMetrics, LoadedFleetConfig, ServiceContext } from '@everdict/service-kit';
 
-export type ReloadOutcome = { applied: true; config: LoadedFleetConfig } | { applied: false; problems: { path: string; message: string }[] };
+type ReloadOutcome = { applied: true; config: LoadedFleetConfig } | { applied: false; problems: { path: string; message: string }[] };
 
 /** Reads and checks the fleet config at `path`; applies nothing. */
-export function checkFleetConfig(path: string, connectors: ConnectorSet | undefined): ReloadOutcome {
+function checkFleetConfig(path: string, connectors: ConnectorSet | undefined): ReloadOutcome {
   let config: LoadedFleetConfig;
   try {
     config = loadFleetConfig(path);
@@ -37,7 +37,7 @@ export function checkFleetConfig(path: string, connectors: ConnectorSet | undefi
   return { applied: true, config };
 }
 
-export interface ReloaderDeps {
+interface ReloaderDeps {
   readonly path: string;
   readonly connectors: ConnectorSet | undefined;
   readonly logger: ServiceContext['logger'];

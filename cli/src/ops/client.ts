@@ -24,7 +24,7 @@ export function apiTarget(env: Readonly<Record<string, string | undefined>> = pr
 }
 
 /** An API refusal: its HTTP status and the server's error code, message and field. */
-export class ApiError extends EverdictError {
+class ApiError extends EverdictError {
   constructor(readonly status: number, code: string, message: string, field?: string) {
     super(code, `${message}${field ? ` (field ${field})` : ''} [HTTP ${status}]`, { details: { status, ...(field ? { field } : {}) } });
   }

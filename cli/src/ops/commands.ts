@@ -12,8 +12,8 @@ import type { ApiTarget } from './client.js';
 import { caseText, casesText, fleetText, gatesText } from './format.js';
 import type { CaseDetailView, CaseSummaryView, FleetView, GateView } from './format.js';
 
-export const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet'] as const;
-export type OpsCommand = (typeof OPS_COMMANDS)[number];
+const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet'] as const;
+type OpsCommand = (typeof OPS_COMMANDS)[number];
 
 export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's principal may see, newest first
   case <caseId>                       state, task tree, plan, gates, open questions
@@ -85,7 +85,7 @@ function one(a: OpsArgs, what: string): string {
 }
 
 /** The limits `top-up` raises, from --turns/--tool-calls/--tokens/--minutes (at least one). */
-export function topUpAmounts(a: Pick<OpsArgs, 'turns' | 'tool-calls' | 'tokens' | 'minutes'>): Record<string, number> {
+function topUpAmounts(a: Pick<OpsArgs, 'turns' | 'tool-calls' | 'tokens' | 'minutes'>): Record<string, number> {
   const out: Record<string, number> = {};
   const flags = [
     ['turns', 'maxTurns'],

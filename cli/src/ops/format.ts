@@ -1,7 +1,7 @@
 /** Human-readable renderings of API answers: pure, so they are unit-testable. */
 
 /** Left-aligned columns; the header row first. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (r: readonly string[]) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n');

@@ -8,8 +8,7 @@ import { describeViolations, schemaValidator, schemaViolations, type ActionDocum
 import type { ModelOutput } from '@everdict/llm';
 import type { ToolRegistry } from './registry.js';
 
-export const ACTION_PROBLEMS = ['not_json', 'schema', 'unregistered_tool', 'invalid_arguments'] as const;
-export type ActionProblemKind = (typeof ACTION_PROBLEMS)[number];
+export type ActionProblemKind = 'not_json' | 'schema' | 'unregistered_tool' | 'invalid_arguments';
 
 export interface ActionProblem {
   /** The model's correlation id of the offending call, or null for a document-level problem. */
@@ -18,7 +17,7 @@ export interface ActionProblem {
   readonly detail: string;
 }
 
-export type DecodedActions =
+type DecodedActions =
   | { readonly ok: true; readonly document: ActionDocument }
   | { readonly ok: false; readonly problems: readonly ActionProblem[] };
 

@@ -8,7 +8,7 @@ import { authorizeToolInvocation, type ExecutionEnvelope } from '@everdict/contr
 import { kernelRegistry, type Tool, type ToolRegistry } from './registry.js';
 
 /** Parent base tools a child may have: declared reads the parent's envelope authorises. */
-export function delegableTools(parent: ToolRegistry, envelope: ExecutionEnvelope): Tool[] {
+function delegableTools(parent: ToolRegistry, envelope: ExecutionEnvelope): Tool[] {
   return parent.baseTools.filter((t) => t.descriptor.access === 'read' && authorizeToolInvocation(t.descriptor, envelope).allowed);
 }
 

@@ -30,7 +30,7 @@ import { runIntrinsic } from './intrinsics.js';
 import type { KernelPorts } from './kernel-ports.js';
 import type { RunContext, RunState } from './state.js';
 
-export interface DispatchResult {
+interface DispatchResult {
   readonly state: RunState;
   readonly messages: ChatMessage[];
   /** Calls whose handler actually ran (counts against `maxToolCalls`). */

@@ -10,7 +10,7 @@ import type { KernelEvent } from './events.js';
 import type { KernelPorts } from './kernel-ports.js';
 import type { ArmedWait, ChildAnswer, PlanDraft, RunContext, RunState, TodoItem, WaitQuestion } from './state.js';
 
-export interface IntrinsicResult {
+interface IntrinsicResult {
   readonly content: string;
   readonly outcome: 'ok' | 'tool_error';
   readonly effect: IntrinsicEffect | null;

@@ -10,7 +10,7 @@ import { isModelError, ModelError, type ModelReply, type ModelRequest } from '@e
 import type { KernelEvent } from './events.js';
 import type { KernelPorts } from './kernel-ports.js';
 
-export type ModelCallResult =
+type ModelCallResult =
   | { readonly ok: true; readonly reply: ModelReply; readonly callId: string }
   | { readonly ok: false; readonly error: ModelError; readonly callId: string };
 

@@ -70,7 +70,7 @@ function compileArguments(d: ToolDescriptor): ValidateFunction | null {
   }
 }
 
-export interface RegistryOptions {
+interface RegistryOptions {
   /** Which intrinsic tools to merge. Default: all five. */
   readonly intrinsics?: readonly IntrinsicToolName[];
 }

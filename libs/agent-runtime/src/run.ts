@@ -45,7 +45,7 @@ export function resumeRun(state: RunState, wakeNote?: string): RunState {
   };
 }
 
-export interface InProcessSubAgentOptions {
+interface InProcessSubAgentOptions {
   /** The parent's deps; the child gets the same ports with its own registry. */
   readonly deps: Omit<KernelDeps, 'tools' | 'subAgents'>;
   /** The parent's registry, from which the child's is recomputed (K4). */

@@ -8,8 +8,7 @@ import { ZERO_USAGE, type BudgetUsage, type BudgetDimension, type ExecutionEnvel
 import type { ChatMessage } from '@everdict/llm';
 import type { ModelErrorKind } from '@everdict/llm';
 
-export const TODO_STATUSES = ['pending', 'in_progress', 'done'] as const;
-export type TodoStatus = (typeof TODO_STATUSES)[number];
+export type TodoStatus = 'pending' | 'in_progress' | 'done';
 
 export interface TodoItem {
   readonly id: string;

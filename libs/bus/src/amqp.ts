@@ -27,7 +27,7 @@ import type { Topology } from './topology.js';
 import { assertTopology, eventsExchange, serviceQueue } from './topology.js';
 import type { Delivery, DeliveryProcessor, OutboundMessage, SubscribeOptions, Subscription, Transport } from './transport.js';
 
-export interface AmqpTransportOptions {
+interface AmqpTransportOptions {
   /** Broker URL, e.g. amqp://guest:guest@127.0.0.1:5672. */
   readonly url: string;
   readonly topology: Topology;
@@ -44,13 +44,13 @@ export interface AmqpTransportOptions {
   readonly logger?: BusLogger;
 }
 
-export class BrokerUnavailable extends EverdictError {
+class BrokerUnavailable extends EverdictError {
   constructor(message: string, cause?: unknown) {
     super('broker_unavailable', message, { retryable: true, cause });
   }
 }
 
-export class PublishFailed extends EverdictError {
+class PublishFailed extends EverdictError {
   constructor(messageId: string, cause: unknown) {
     super('publish_failed', `broker did not confirm message ${messageId}: ${describeError(cause)}`, { retryable: true, cause, details: { messageId } });
   }

@@ -75,7 +75,7 @@ export type MessageHandler<E extends AnyEnvelope = AnyEnvelope> = (envelope: E, 
 export type MessageHandlers = { readonly [T in MessageType]?: MessageHandler<Extract<AnyEnvelope, { type: T }>> };
 
 /** Why the edge refused a delivery (decode reasons plus the consumer's own). */
-export type RefusalReason =
+type RefusalReason =
   | 'oversized'
   | 'malformed_json'
   | 'invalid_envelope'
@@ -88,7 +88,7 @@ export type RefusalReason =
   | 'unhandled_type';
 
 /** A refused delivery as recorded in dead_letters: only ids that were well-formed, never content. */
-export interface Refusal {
+interface Refusal {
   readonly service: string;
   readonly reason: RefusalReason;
   readonly detail: string;
@@ -96,7 +96,7 @@ export interface Refusal {
   readonly type?: string | undefined;
 }
 
-export interface InboxConsumerOptions {
+interface InboxConsumerOptions {
   readonly store: Store;
   readonly transport: Transport;
   /** The consuming service: its queue is `<prefix>.<service>`, its inbox rows carry this name. */

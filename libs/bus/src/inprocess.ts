@@ -21,7 +21,7 @@ import { deliveryLimit, eventsExchange, route, serviceQueue } from './topology.j
 import type { Delivery, DeliveryProcessor, OutboundMessage, SubscribeOptions, Subscription, Transport } from './transport.js';
 
 /** A message sitting in an in-process queue, or dead-lettered out of one. */
-export interface HeldMessage {
+interface HeldMessage {
   readonly messageId: string;
   readonly type: string;
   readonly body: Buffer;

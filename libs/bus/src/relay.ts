@@ -20,7 +20,7 @@ import type { BusMetrics } from './metrics.js';
 import { noopBusMetrics } from './metrics.js';
 import type { Transport } from './transport.js';
 
-export interface OutboxRelayOptions {
+interface OutboxRelayOptions {
   readonly store: Store;
   readonly transport: Transport;
   /** Claim owner name, visible in outbox_messages.claimed_by (default "relay"). */
@@ -39,7 +39,7 @@ export interface OutboxRelayOptions {
   readonly logger?: BusLogger;
 }
 
-export interface RelayBatchResult {
+interface RelayBatchResult {
   readonly claimed: number;
   readonly published: number;
   readonly failed: number;

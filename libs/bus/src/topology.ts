@@ -17,9 +17,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EverdictError } from '@everdict/contracts';
 
-export const PRODUCTION_PREFIX = 'everdict';
+const PRODUCTION_PREFIX = 'everdict';
 
-export type ArgumentValue = string | number | boolean;
+type ArgumentValue = string | number | boolean;
 
 export interface ExchangeDef {
   readonly name: string;
@@ -289,7 +289,7 @@ export async function assertTopology(ch: TopologyChannel, t: Topology): Promise<
   }
 }
 
-export interface TopologyDeleteChannel {
+interface TopologyDeleteChannel {
   deleteQueue(name: string): Promise<unknown>;
   deleteExchange(name: string): Promise<unknown>;
 }

@@ -20,7 +20,7 @@ function refuse(capability: ConnectorCapability, reason: RefusalReason, path: st
  * `locator` bind only when the connector is configured with them: a packet may narrow a
  * multi-account connector, never widen a single-account one.
  */
-export function targetMismatch(configured: TargetIdentity, target: EffectTarget): SchemaViolation | undefined {
+function targetMismatch(configured: TargetIdentity, target: EffectTarget): SchemaViolation | undefined {
   for (const field of ['system', 'environment', 'account', 'locator'] as const) {
     const want = configured[field];
     if (want !== undefined && target[field] !== want) return { path: `/target/${field}`, message: 'is not the target this connector is configured for' };

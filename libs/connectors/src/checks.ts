@@ -44,10 +44,10 @@ export function evaluateChecks(checks: readonly EffectCheck[], observed: readonl
   return mismatches.length === 0 ? { status: 'holds', checked } : { status: 'violated', checked, mismatches };
 }
 
-export type ReadFn = (operation: string, params: EffectParams, ctx: ConnectorContext) => Promise<ReadResult>;
+type ReadFn = (operation: string, params: EffectParams, ctx: ConnectorContext) => Promise<ReadResult>;
 
 /** Runs each check's read in order, then evaluates. Read failures propagate (ConnectorUnavailable). */
-export async function runChecks(read: ReadFn, checks: readonly EffectCheck[], ctx: ConnectorContext): Promise<CheckOutcome> {
+async function runChecks(read: ReadFn, checks: readonly EffectCheck[], ctx: ConnectorContext): Promise<CheckOutcome> {
   const observed: JsonValue[] = [];
   for (const check of checks) observed.push((await read(check.read.operation, check.read.params, ctx)).value);
   return evaluateChecks(checks, observed);

@@ -13,8 +13,7 @@ import type { Clock, EffectPacket, EffectParams, EffectTarget, WhatLanded } from
 import type { ParamSpec } from './params.js';
 
 /** What a connector's dry run can do without mutating anything (§5: a rehearsal that writes is not a dry run). */
-export const DRY_RUN_KINDS = ['none', 'render', 'inspect'] as const;
-export type DryRunKind = (typeof DRY_RUN_KINDS)[number];
+export type DryRunKind = 'none' | 'render' | 'inspect';
 
 /** Per-call context. The clock stamps observations; the signal lets a draining process stop waiting. */
 export interface ConnectorContext {

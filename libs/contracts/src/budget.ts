@@ -30,7 +30,7 @@ export const ZERO_USAGE: BudgetUsage = Object.freeze({ turns: 0, toolCalls: 0, m
 export const BUDGET_DIMENSIONS = ['turns', 'toolCalls', 'tokens', 'activeMinutes'] as const;
 export type BudgetDimension = (typeof BUDGET_DIMENSIONS)[number];
 
-export type BudgetVerdict =
+type BudgetVerdict =
   | { readonly exhausted: false }
   | { readonly exhausted: true; readonly dimension: BudgetDimension; readonly limit: number; readonly used: number };
 

@@ -18,7 +18,7 @@ export const systemClock: Clock = {
 };
 
 /** A clock that moves only when told to; for tests and deterministic replays. */
-export interface ManualClock extends Clock {
+interface ManualClock extends Clock {
   /** Moves the clock forward (or backward, for a negative value) by `ms` milliseconds. */
   advance(ms: number): void;
   /** Jumps to an absolute instant. */

@@ -51,9 +51,9 @@ export type DecodeResult =
       readonly caseId?: string;
     };
 
-export type DecodeFailure = Extract<DecodeResult, { ok: false }>;
+type DecodeFailure = Extract<DecodeResult, { ok: false }>;
 
-export interface DecodeOptions {
+interface DecodeOptions {
   /** Largest accepted message in bytes; checked before anything is parsed. No default: each consumer states its limit. */
   readonly maxBytes: number;
 }
@@ -62,7 +62,7 @@ export interface DecodeOptions {
 export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
 
 /** What a sender supplies; the runtime stamps id, payloadHash and createdAt. */
-export interface EnvelopeDraft<T extends MessageType, V extends VersionOf<T>> {
+interface EnvelopeDraft<T extends MessageType, V extends VersionOf<T>> {
   readonly type: T;
   readonly version: V;
   readonly caseId: string;
@@ -151,7 +151,7 @@ export function buildEnvelope<T extends MessageType, V extends VersionOf<T> = Cu
 }
 
 /** Any envelope-shaped value: a typed `Envelope<T, V>`, an `AnyEnvelope` or a raw `MessageEnvelope`. */
-export type EnvelopeLike = Omit<MessageEnvelope, 'type' | 'version' | 'payload'> & { type: string; version: number; payload: object };
+type EnvelopeLike = Omit<MessageEnvelope, 'type' | 'version' | 'payload'> & { type: string; version: number; payload: object };
 
 /** The wire bytes of an envelope: its RFC 8785 canonical JSON, UTF-8 encoded. */
 export function encodeEnvelope(envelope: EnvelopeLike): Buffer {

@@ -1,7 +1,7 @@
 /**
  * Typed failures. Every error the runtime raises on purpose carries a stable `code`, whether
- * retrying the same operation can help, and the original `cause`. Unknown throwables are
- * normalised once, in `toEverdictError`, never by string-matching messages.
+ * retrying the same operation can help, and the original `cause`. Failures are told apart by
+ * `code` (`isEverdictError`), never by string-matching messages.
  */
 export class EverdictError extends Error {
   readonly code: string;
@@ -19,11 +19,4 @@ export class EverdictError extends Error {
 
 export function isEverdictError(err: unknown, code?: string): err is EverdictError {
   return err instanceof EverdictError && (code === undefined || err.code === code);
-}
-
-/** The single place where an unknown throwable becomes a typed one. */
-export function toEverdictError(err: unknown, fallbackCode = 'internal'): EverdictError {
-  if (err instanceof EverdictError) return err;
-  const message = err instanceof Error ? err.message : String(err);
-  return new EverdictError(fallbackCode, message, { cause: err });
 }

@@ -27,7 +27,7 @@ export type Envelope<T extends MessageType, V extends VersionOf<T> = CurrentVers
 export type AnyEnvelope = { [T in MessageType]: { [V in VersionOf<T>]: Envelope<T, V> }[VersionOf<T>] }[MessageType];
 
 /** One supported (type, version) pair and its compiled payload validator. */
-export interface PayloadContract {
+interface PayloadContract {
   readonly type: MessageType;
   readonly version: number;
   /** Path relative to schemas/. */
@@ -36,7 +36,7 @@ export interface PayloadContract {
   readonly validate: ValidateFunction;
 }
 
-export type MessageTypeRegistry = { readonly [T in MessageType]: { readonly [V in VersionOf<T>]: PayloadContract } };
+type MessageTypeRegistry = { readonly [T in MessageType]: { readonly [V in VersionOf<T>]: PayloadContract } };
 
 function buildRegistry(): MessageTypeRegistry {
   const registry: Record<string, Record<number, PayloadContract>> = {};

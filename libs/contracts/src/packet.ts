@@ -26,20 +26,20 @@ export const PACKET_SCHEMA_FILE = 'effect-packet.schema.json';
  * to this list changes every digest, so it is a new `packetVersion`.
  */
 export const DIGEST_EXCLUDED_FIELDS = ['digest', 'grantIds', 'verdicts', 'createdAt'] as const;
-export type DigestExcludedField = (typeof DIGEST_EXCLUDED_FIELDS)[number];
+type DigestExcludedField = (typeof DIGEST_EXCLUDED_FIELDS)[number];
 
 /** The approved content of a packet: what the digest covers. */
-export type PacketContent = Omit<EffectPacket, DigestExcludedField>;
+type PacketContent = Omit<EffectPacket, DigestExcludedField>;
 
 /** A packet carrying its digest. */
-export type SealedPacket = EffectPacket & { readonly digest: string };
+type SealedPacket = EffectPacket & { readonly digest: string };
 
 const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PLAN_STEP_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
 /** The packet without the digest-excluded fields. */
-export function packetContent(packet: EffectPacket): PacketContent {
+function packetContent(packet: EffectPacket): PacketContent {
   const content: Record<string, unknown> = { ...packet };
   for (const field of DIGEST_EXCLUDED_FIELDS) delete content[field];
   return content as PacketContent;
@@ -69,7 +69,7 @@ export function verifyPacketDigest(packet: EffectPacket, digest: string | undefi
 }
 
 /** What the effect does — operation, target, bound parameters — and nothing else. */
-export function semanticPacketContent(packet: EffectPacket): Record<string, unknown> {
+function semanticPacketContent(packet: EffectPacket): Record<string, unknown> {
   return {
     kind: 'everdict.effect-semantics',
     packetVersion: packet.packetVersion,
@@ -106,7 +106,7 @@ function invalidKeyPart(field: string, rule: string): EverdictError {
   return new EverdictError('invalid_mutation_key', `mutation key: ${field} ${rule}`, { details: { path: field } });
 }
 
-export type PacketValidation =
+type PacketValidation =
   | { readonly ok: true; readonly packet: EffectPacket }
   | { readonly ok: false; readonly violations: readonly SchemaViolation[] };
 

@@ -45,7 +45,7 @@ export const WAKE_CAUSES = [
 ] as const;
 export type WakeCause = (typeof WAKE_CAUSES)[number];
 
-export interface ParkClass {
+interface ParkClass {
   /** The causes that wake a task parked for this reason (empty: none does mechanically). */
   readonly wakes: readonly WakeCause[];
   /**

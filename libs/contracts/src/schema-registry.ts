@@ -19,7 +19,7 @@ import { ENVELOPE_SCHEMA_FILE, SCHEMA_FILES } from './generated/index.js';
 /** Every schema's `$id` is this prefix + its path relative to schemas/. */
 export const SCHEMA_ID_BASE = 'https://everdict.dev/schemas/';
 
-export type SchemaFile = (typeof SCHEMA_FILES)[number];
+type SchemaFile = (typeof SCHEMA_FILES)[number];
 
 function locateSchemasDir(): string {
   const here = dirname(fileURLToPath(import.meta.url));

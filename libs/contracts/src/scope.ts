@@ -25,10 +25,9 @@ export interface ExecutionEnvelope {
   readonly budget: RunBudget;
 }
 
-export const AUTHORIZATION_REFUSALS = ['forbidden', 'read_out_of_scope', 'write_out_of_scope'] as const;
-export type AuthorizationRefusal = (typeof AUTHORIZATION_REFUSALS)[number];
+type AuthorizationRefusal = 'forbidden' | 'read_out_of_scope' | 'write_out_of_scope';
 
-export type ToolAuthorization =
+type ToolAuthorization =
   | { readonly allowed: true; readonly basis: 'intrinsic' | 'executor_posture' | 'reads' | 'writes' }
   | { readonly allowed: false; readonly refusal: AuthorizationRefusal };
 

@@ -19,7 +19,6 @@ export type WhatLanded = (typeof WHAT_LANDED)[number];
 
 /** CASES.state (§11.1 state table, engine subset). */
 export const CASE_STATES = ['open', 'running', 'resolved', 'closed', 'cancelled'] as const;
-export type CaseState = (typeof CASE_STATES)[number];
 
 /** GATES.state. */
 export const GATE_STATES = ['open', 'approved', 'rejected', 'expired', 'revoked'] as const;
@@ -69,4 +68,3 @@ export type RunnableReason = (typeof RUNNABLE_REASONS)[number];
 
 /** The TASK_STATES a task never leaves; `task.finished` carries one of them. */
 export const TERMINAL_TASK_STATES = ['done', 'failed', 'cancelled'] as const satisfies readonly TaskState[];
-export type TerminalTaskState = (typeof TERMINAL_TASK_STATES)[number];

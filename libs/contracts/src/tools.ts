@@ -17,7 +17,7 @@ export const TOOL_ACCESS = ['read', 'write'] as const;
 export type ToolAccess = (typeof TOOL_ACCESS)[number];
 
 /** Where data a tool touches may travel. `external` is exfiltration-shaped. */
-export const EGRESS_KINDS = ['none', 'internal', 'external'] as const;
+const EGRESS_KINDS = ['none', 'internal', 'external'] as const;
 export type Egress = (typeof EGRESS_KINDS)[number];
 
 /** Declared effects of a tool, beyond its access kind. Absent means nothing declared. */
@@ -30,15 +30,15 @@ export interface ToolEffects {
  * own catalog and tools built in-process by the host (the only tools a host may attest).
  * `workspace`: anything a workspace brings, including every external MCP server.
  */
-export const TOOL_ORIGINS = ['kernel', 'first_party', 'workspace'] as const;
+const TOOL_ORIGINS = ['kernel', 'first_party', 'workspace'] as const;
 export type ToolOrigin = (typeof TOOL_ORIGINS)[number];
 
 /** How the handler is reached. `remote` is a structural fact: data leaves the process host. */
-export const TOOL_TRANSPORTS = ['in_process', 'stdio', 'remote'] as const;
+const TOOL_TRANSPORTS = ['in_process', 'stdio', 'remote'] as const;
 export type ToolTransport = (typeof TOOL_TRANSPORTS)[number];
 
 /** Who validates arguments: the kernel (against `inputSchema`) or the tool's own server. */
-export const ARGUMENT_VALIDATORS = ['kernel', 'server'] as const;
+const ARGUMENT_VALIDATORS = ['kernel', 'server'] as const;
 export type ArgumentValidator = (typeof ARGUMENT_VALIDATORS)[number];
 
 /** A JSON Schema object, kept opaque here: contracts do not interpret tool schemas. */
@@ -115,7 +115,7 @@ export function effectsRequireConsent(effects: ToolEffects | undefined): boolean
   return effects?.dataAccess?.egress === 'external';
 }
 
-export type PermissionNeed = { required: false } | { required: true; reason: 'write' | 'consent_read' };
+type PermissionNeed = { required: false } | { required: true; reason: 'write' | 'consent_read' };
 
 /**
  * Whether the permission hook must be consulted (K3). Writes always; reads only when their

@@ -22,7 +22,7 @@ import type { ServiceContext } from '@everdict/service-kit';
 import { Store, createPgliteDb, migrate } from '@everdict/store';
 import type { Substrate } from './substrate.js';
 
-export interface EmbeddedSubstrateOptions {
+interface EmbeddedSubstrateOptions {
   /** Folder of the embedded database (created if missing), or 'memory' for a throwaway one. */
   dataDir: string;
   /** Topology name prefix (default "everdict"); only names the in-memory queues here. */
@@ -33,7 +33,7 @@ export interface EmbeddedSubstrateOptions {
   relayPollMs?: number;
 }
 
-export interface EmbeddedSubstrate extends Substrate {
+interface EmbeddedSubstrate extends Substrate {
   /** Starts the outbox relay; call once every service has subscribed. Idempotent. */
   startRelay(): Promise<void>;
 }

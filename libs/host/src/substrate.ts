@@ -12,7 +12,7 @@ import type { ServiceContext } from '@everdict/service-kit';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
 
-export interface SubstrateOptions {
+interface SubstrateOptions {
   databaseUrl: string;
   amqpUrl: string;
   /** Broker name prefix (default "everdict"): tests and side-by-side fleets use their own. */

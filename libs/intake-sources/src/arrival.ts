@@ -8,8 +8,7 @@
  * Arrivals carry data, never secrets: no credentials, no signature headers, no attachment bytes.
  */
 
-export const ARRIVAL_SOURCES = ['mailbox', 'webhook', 'api', 'schedule'] as const;
-export type ArrivalSource = (typeof ARRIVAL_SOURCES)[number];
+export type ArrivalSource = 'mailbox' | 'webhook' | 'api' | 'schedule';
 
 /** What intake needs to know about an attachment without holding its bytes. */
 export interface AttachmentMeta {
@@ -67,14 +66,14 @@ export interface WebhookReference {
   bodySha256: string;
 }
 
-export interface ApiReference {
+interface ApiReference {
   kind: 'api';
   principal: string;
   /** The client's idempotency key for this request. */
   clientKey: string;
 }
 
-export interface ScheduleReference {
+interface ScheduleReference {
   kind: 'schedule';
   caseType: string;
   /** The slot's instant, ISO-8601 UTC. */

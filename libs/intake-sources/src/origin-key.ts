@@ -27,7 +27,7 @@
 import { sha256Hex } from '@everdict/contracts';
 
 /** Message-IDs longer than this are keyed by their sha-256 to bound key length. */
-export const MAX_MESSAGE_ID_IN_KEY = 250;
+const MAX_MESSAGE_ID_IN_KEY = 250;
 
 function encodeChar(ch: string): string {
   return Array.from(Buffer.from(ch, 'utf8'), (b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
@@ -63,7 +63,7 @@ export function normaliseMessageId(header: string | undefined | null): string | 
   return trimmed.length > 0 ? trimmed : undefined;
 }
 
-export interface MailIdentity {
+interface MailIdentity {
   account: string;
   mailbox: string;
   /** The Message-ID header as received (brackets allowed), if any. */

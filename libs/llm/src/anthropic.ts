@@ -8,11 +8,11 @@ import { malformedResponse } from './errors.js';
 import { joinUrl, postJson, type FetchLike } from './http.js';
 
 const ADAPTER = 'anthropic';
-export const ANTHROPIC_VERSION = '2023-06-01';
+const ANTHROPIC_VERSION = '2023-06-01';
 /** Anthropic requires max_tokens; used when neither the request nor the route sets it. */
-export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
+const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096;
 
-export interface AnthropicClientOptions {
+interface AnthropicClientOptions {
   readonly route: RouteIdentity;
   /** Default https://api.anthropic.com */
   readonly baseUrl?: string;

@@ -11,7 +11,7 @@ import { EverdictError } from '@everdict/contracts';
 export const MODEL_ERROR_KINDS = ['retryable', 'provider_down', 'invalid_request', 'context_too_long'] as const;
 export type ModelErrorKind = (typeof MODEL_ERROR_KINDS)[number];
 
-export interface ModelErrorInfo {
+interface ModelErrorInfo {
   readonly kind: ModelErrorKind;
   /** Short machine reason: `http_429`, `timeout`, `connection_refused`, `malformed_response`, … */
   readonly reason: string;
@@ -56,7 +56,7 @@ function looksLikeContextTooLong(code: string | undefined, message: string | und
 }
 
 /** Pulls `{error:{code,type,message}}` (OpenAI, Anthropic and most compatibles) out of a body. */
-export function providerErrorFields(body: string): { code?: string; type?: string; message?: string } {
+function providerErrorFields(body: string): { code?: string; type?: string; message?: string } {
   try {
     const parsed: unknown = JSON.parse(body);
     const error = (parsed as { error?: unknown })?.error;

@@ -7,7 +7,7 @@ import { classifyHttpFailure, classifyTransportFailure } from './errors.js';
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
 
-export interface HttpExchange {
+interface HttpExchange {
   readonly adapter: string;
   readonly url: string;
   readonly headers: Record<string, string>;

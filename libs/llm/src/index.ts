@@ -6,7 +6,6 @@
  */
 export * from './model.js';
 export * from './errors.js';
-export { postJson, joinUrl, type FetchLike, type HttpExchange } from './http.js';
 export * from './openai.js';
 export * from './anthropic.js';
 export * from './scripted.js';

@@ -9,7 +9,7 @@ import { joinUrl, postJson, type FetchLike } from './http.js';
 
 const ADAPTER = 'openai';
 
-export interface OpenAiClientOptions {
+interface OpenAiClientOptions {
   readonly route: RouteIdentity;
   readonly baseUrl: string;
   readonly apiKey?: string;

@@ -28,7 +28,7 @@ export interface RouteConfig {
 
 export type RouteTable = Readonly<Record<string, RouteConfig>>;
 
-export interface RouteDeps {
+interface RouteDeps {
   /** Default `process.env`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Directory relative script paths resolve against. Default `process.cwd()`. */
@@ -68,7 +68,7 @@ export function validateRoute(name: string, value: unknown): RouteConfig {
   return r as unknown as RouteConfig;
 }
 
-export function validateRouteTable(value: unknown): RouteTable {
+function validateRouteTable(value: unknown): RouteTable {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new EverdictError('invalid_route', 'routes must be an object', { details: { field: 'routes' } });
   const out: Record<string, RouteConfig> = {};
   for (const [name, route] of Object.entries(value)) out[name] = validateRoute(name, route);

@@ -39,7 +39,7 @@ export type ScriptStep =
     }
   | { readonly error: ScriptedFailure };
 
-export interface ModelScript {
+interface ModelScript {
   readonly steps: readonly ScriptStep[];
 }
 
@@ -99,7 +99,7 @@ function scriptedFailure(e: ScriptedFailure): ModelError {
   return new ModelError({ adapter: ADAPTER, kind: e.kind, reason: e.reason ?? 'scripted', status: e.status });
 }
 
-export interface ScriptedClientOptions {
+interface ScriptedClientOptions {
   readonly route: RouteIdentity;
   /** The script itself, or a loader (e.g. from a file) run once on first use. */
   readonly script: ModelScript | (() => Promise<ModelScript>);

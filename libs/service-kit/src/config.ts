@@ -54,7 +54,7 @@ export class ConfigError extends EverdictError {
  * Turns the raw (non-empty, trimmed) string into a value, or throws an Error whose message says
  * why it is wrong. The message is shown to operators: it must not contain secrets.
  */
-export type EnvParser<T> = (raw: string) => T;
+type EnvParser<T> = (raw: string) => T;
 
 type Resolution<T> = { ok: true; value: T } | { ok: false; reason: string };
 
@@ -109,7 +109,7 @@ export function integerParser(min: number, max: number, hint = ''): EnvParser<nu
 export const parsePort: EnvParser<number> = integerParser(0, 65535, ' (0 picks a free port)');
 
 /** One of a fixed set of words (case-insensitive); the raw value is echoed. */
-export function oneOfParser<const V extends string>(values: readonly V[]): EnvParser<V> {
+function oneOfParser<const V extends string>(values: readonly V[]): EnvParser<V> {
   return (raw) => {
     const v = raw.toLowerCase();
     const hit = values.find((x) => x === v);
@@ -118,7 +118,7 @@ export function oneOfParser<const V extends string>(values: readonly V[]): EnvPa
   };
 }
 
-export const parseLogLevel: EnvParser<LogLevel> = oneOfParser(LOG_LEVELS);
+const parseLogLevel: EnvParser<LogLevel> = oneOfParser(LOG_LEVELS);
 
 export const parseBoolean: EnvParser<boolean> = (raw) => {
   const v = raw.toLowerCase();
@@ -183,7 +183,7 @@ export const BASE_ENV = {
   logLevel: envVar<LogLevel>('LOG_LEVEL', parseLogLevel, { default: 'info' }),
 } satisfies EnvSpec;
 
-export interface LoadEnvOptions<S extends EnvSpec> {
+interface LoadEnvOptions<S extends EnvSpec> {
   /** Stored as `serviceName`; default: absent. */
   serviceName?: string;
   /** The service's own variables, validated together with the base ones. Default: none. */

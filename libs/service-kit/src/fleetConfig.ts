@@ -16,7 +16,7 @@ import { dirname, resolve } from 'node:path';
 import { EverdictError, schemaValidator, schemaViolations } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 
-export interface FleetConfigProblem {
+interface FleetConfigProblem {
   /** JSON Pointer of the offending value ("" is the document). */
   readonly path: string;
   readonly message: string;

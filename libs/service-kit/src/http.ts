@@ -21,7 +21,7 @@ import type { ReadinessChecks } from './readiness.js';
  */
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse) => boolean | Promise<boolean>;
 
-export interface HttpServerOptions {
+interface HttpServerOptions {
   /** TCP port; 0 picks a free one (read it back from the handle). */
   port: number;
   /** Interface to bind; default all interfaces. */

@@ -13,6 +13,6 @@ export * from './readiness.js';
 export * from './shutdown.js';
 export * from './http.js';
 export * from './service.js';
-export { redactUrlCredentials, scrubSecrets, isSecretKey, isContentKey, CENSORED, OMITTED } from './secrets.js';
+export { redactUrlCredentials, scrubSecrets } from './secrets.js';
 export * from './fleetConfig.js';
 export * as crash from './crashpoints.js';

@@ -19,7 +19,7 @@ import { CENSORED, redactUrlCredentials, scrubSecrets } from './secrets.js';
 
 export type { Logger } from 'pino';
 
-export interface CreateLoggerOptions {
+interface CreateLoggerOptions {
   /** Service name, bound to every line as `service`. */
   service: string;
   /** Minimum level; default `info`. */
@@ -31,7 +31,7 @@ export interface CreateLoggerOptions {
 const SECRET_PATHS = ['password', 'token', 'authorization', 'apiKey', 'secret', 'cookie', 'databaseUrl', 'amqpUrl', 'connectionString'];
 
 /** The redact paths handed to pino; exported so tests and docs can list them. */
-export const REDACT_PATHS: readonly string[] = [
+const REDACT_PATHS: readonly string[] = [
   ...SECRET_PATHS,
   ...SECRET_PATHS.map((p) => `*.${p}`),
   'headers.authorization',

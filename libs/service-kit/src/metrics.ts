@@ -48,7 +48,7 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 const NON_CONFORMING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-export interface CreateMetricsOptions {
+interface CreateMetricsOptions {
   /** Added as the `service` label to every series (a bounded, per-process constant). */
   service: string;
   /** Collect prom-client's default process_* and nodejs_* metrics; default true. */
@@ -124,7 +124,7 @@ export function createMetrics(opts: CreateMetricsOptions): EverdictMetrics {
  * so a mistake costs one series, not a cardinality explosion.
  */
 export const MAX_LABEL_VALUES = 100;
-export const OVERFLOW_LABEL = 'other';
+const OVERFLOW_LABEL = 'other';
 
 function labelGuard(limit = MAX_LABEL_VALUES): (value: string) => string {
   const seen = new Set<string>();

@@ -14,16 +14,16 @@ import { redactUrlCredentials } from './secrets.js';
 /** A dependency probe (e.g. `SELECT 1`, a broker channel check). `signal` aborts on timeout. */
 export type ReadinessCheck = (signal: AbortSignal) => Promise<boolean | void> | boolean | void;
 
-export interface CheckResult {
+interface CheckResult {
   readonly ok: boolean;
   readonly ms: number;
   /** Why it failed; URL credentials removed. */
   readonly error?: string;
 }
 
-export type ReadinessStatus = 'starting' | 'ready' | 'not_ready' | 'shutting_down';
+type ReadinessStatus = 'starting' | 'ready' | 'not_ready' | 'shutting_down';
 
-export interface ReadinessReport {
+interface ReadinessReport {
   readonly ready: boolean;
   readonly status: ReadinessStatus;
   /** Names of the failing checks (empty when ready, starting or shutting down). */
@@ -31,7 +31,7 @@ export interface ReadinessReport {
   readonly checks: Readonly<Record<string, CheckResult>>;
 }
 
-export interface ReadinessOptions {
+interface ReadinessOptions {
   /** Per-check timeout; default 1000 ms. */
   timeoutMs?: number;
   /** Treat the service as started from construction; default false (call `markStarted`). */

@@ -8,7 +8,7 @@
  */
 
 export const CENSORED = '[Redacted]';
-export const OMITTED = '[Omitted]';
+const OMITTED = '[Omitted]';
 
 /** Keys (compared case-insensitively, ignoring `_` and `-`) whose values are credentials. */
 const SECRET_KEYS = new Set([
@@ -33,11 +33,11 @@ function normaliseKey(key: string): string {
   return key.toLowerCase().replace(/[-_]/g, '');
 }
 
-export function isSecretKey(key: string): boolean {
+function isSecretKey(key: string): boolean {
   return SECRET_KEYS.has(normaliseKey(key));
 }
 
-export function isContentKey(key: string): boolean {
+function isContentKey(key: string): boolean {
   return CONTENT_KEYS.has(normaliseKey(key));
 }
 

@@ -42,7 +42,7 @@ export interface ServiceContext<S extends EnvSpec = NoExtra> {
   addRoutes(handler: RouteHandler): void;
 }
 
-export interface RunServiceOptions<S extends EnvSpec = NoExtra> {
+interface RunServiceOptions<S extends EnvSpec = NoExtra> {
   /** Service name: the `service` log field and metric label. */
   name: string;
   /** Overrides PORT; default: PORT (8080 if unset). */
@@ -71,7 +71,7 @@ export interface RunningService<S extends EnvSpec = NoExtra> {
   shutdown(reason?: string): Promise<void>;
 }
 
-export const DEFAULT_SHUTDOWN_DEADLINE_MS = 10_000;
+const DEFAULT_SHUTDOWN_DEADLINE_MS = 10_000;
 
 export async function runService<S extends EnvSpec = NoExtra>(opts: RunServiceOptions<S>): Promise<RunningService<S>> {
   const exit = opts.exit ?? ((code: number) => process.exit(code));

@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 
 export type ShutdownHook = () => Promise<void> | void;
 
-export interface DrainReport {
+interface DrainReport {
   /** Hook names that threw, in run order. */
   readonly failed: readonly string[];
 }

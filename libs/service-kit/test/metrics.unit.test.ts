@@ -24,6 +24,7 @@ const EXPECTED = {
   everdict_store_stale_fence_total: { type: 'counter', labels: ['operation'] },
   everdict_store_transactions_total: { type: 'counter', labels: ['outcome'] },
   everdict_store_transaction_duration_seconds: { type: 'histogram', labels: [] },
+  everdict_config_reloads_total: { type: 'counter', labels: ['outcome'] },
 } as const;
 
 /** Labels that would be unbounded (ids) must never appear on any everdict_ metric. */
@@ -48,6 +49,7 @@ describe('createMetrics', () => {
   it('registers every everdict_ metric with its type and bounded labels, on its own registry', async () => {
     const metrics = createMetrics({ service: 'unit' });
     exercise(busMetricsSink(metrics), storeMetricsSink(metrics));
+    metrics.config.reloads.inc({ outcome: 'applied' });
     const json = await metrics.registry.getMetricsAsJSON();
     const ours = json.filter((m) => m.name.startsWith('everdict_'));
     expect(ours.map((m) => m.name).sort()).toEqual(Object.keys(EXPECTED).sort());

@@ -30,7 +30,3 @@ export interface Db extends Queryable {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
-
-export function sql(text: string, values: readonly unknown[] = [], name?: string): Sql {
-  return name === undefined ? { text, values } : { text, values, name };
-}

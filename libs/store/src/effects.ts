@@ -30,7 +30,6 @@ import {
   reopenEffectCall,
   selectCallsByMutationKey,
   selectCaseStop,
-  selectDispatch,
   selectDispatchByCall,
   selectEffectCall,
   selectTaskForEffect,
@@ -46,20 +45,18 @@ import type { ImpactHolderRow } from './sql/impact.js';
 import { selectPaperRevision } from './sql/papers.js';
 import type { UnitOfWork } from './unitOfWork.js';
 
-export { EXECUTOR_TURN } from './sql/effects.js';
-export type { DispatchMove, DispatchRow, EffectCallRow } from './sql/effects.js';
-export type { DecisionRow, GateRow, NewGate, RequiredDecision } from './sql/gates.js';
+export type { DispatchRow, EffectCallRow } from './sql/effects.js';
+export type { DecisionRow, GateRow, RequiredDecision } from './sql/gates.js';
 export type { GrantRow } from './sql/grants.js';
-export type { ImpactHolderRow } from './sql/impact.js';
 
 /** effect_dispatches.state, in the order a dispatch normally passes through them (see 0003). */
 export const EFFECT_DISPATCH_STATES = ['pending', 'coordination', 'executing', 'reconciling', 'settling', 'settled', 'refused'] as const;
-export type EffectDispatchState = (typeof EFFECT_DISPATCH_STATES)[number];
+type EffectDispatchState = (typeof EFFECT_DISPATCH_STATES)[number];
 
 /** Schema id of the packet paper a gate request points at. */
 export const PACKET_PAPER_SCHEMA = 'https://everdict.dev/schemas/effect-packet.schema.json';
 /** Schema id of an effect call's landed-report paper (its response). */
-export const LANDED_PAPER_SCHEMA = 'everdict.effect-landed.v1';
+const LANDED_PAPER_SCHEMA = 'everdict.effect-landed.v1';
 
 // ----------------------------------------------------------------------------- gates
 
@@ -184,7 +181,7 @@ export async function paperHeadRevision(q: Queryable, paperId: string): Promise<
 
 // ----------------------------------------------------------------------------- impact keys
 
-export type ImpactClaim = { readonly ok: true } | { readonly ok: false; readonly key: string; readonly holder: ImpactHolderRow | undefined };
+type ImpactClaim = { readonly ok: true } | { readonly ok: false; readonly key: string; readonly holder: ImpactHolderRow | undefined };
 
 /**
  * Claims every key for the call, in sorted order (two claimers of overlapping sets never wait
@@ -218,10 +215,6 @@ export async function wakeOrphanedImpactWaiters(q: Queryable, limit: number): Pr
 /** Queues an approved grant for dispatch; false when it was queued before. */
 export async function queueDispatch(uow: UnitOfWork, d: { grantId: string; gateId: string; caseId: string; taskId: string }): Promise<boolean> {
   return (await uow.query(insertDispatch(d))).rowCount === 1;
-}
-
-export async function loadDispatch(q: Queryable, grantId: string, opts: { lock?: boolean } = {}): Promise<DispatchRow | undefined> {
-  return (await q.query<DispatchRow>(selectDispatch(grantId, opts.lock ?? false))).rows[0];
 }
 
 /** The dispatch whose journal call is `callId`. */
@@ -289,7 +282,7 @@ export async function reopenEffectAttempt(uow: UnitOfWork, callId: string, fromA
 }
 
 /** The journal status a WhatLanded answer maps to. */
-export function callStatusFor(outcome: WhatLanded): 'completed' | 'failed' | 'unknown' {
+function callStatusFor(outcome: WhatLanded): 'completed' | 'failed' | 'unknown' {
   if (outcome === 'applied') return 'completed';
   if (outcome === 'unknown') return 'unknown';
   // not_applied: nothing happened; partly_applied: conclusive but needs compensation or a human.

@@ -26,7 +26,7 @@ export class ConstraintViolation extends EverdictError {
 }
 
 /** Serialization failure or deadlock: the whole unit of work may be retried. */
-export class TransactionConflict extends EverdictError {
+class TransactionConflict extends EverdictError {
   constructor(cause: unknown) {
     super('transaction_conflict', 'transaction conflict; retry the unit of work', { retryable: true, cause });
   }

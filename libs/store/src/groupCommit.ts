@@ -24,7 +24,7 @@ import type { JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
 import type { FenceToken } from './unitOfWork.js';
 
-export interface JournalCommitterOptions {
+interface JournalCommitterOptions {
   /** Most task writes per statement (default 200). */
   readonly maxBatch?: number;
   /** Statements in flight at once (default 2). */

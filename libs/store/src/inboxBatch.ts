@@ -16,7 +16,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HASH = /^sha256:[0-9a-f]{64}$/;
 const NAME = /^[a-z][a-z0-9._-]{0,99}$/;
 
-export interface InboxBatchItem {
+interface InboxBatchItem {
   readonly messageId: string;
   readonly payloadHash: string;
   readonly type: string;

@@ -7,7 +7,6 @@ export * from './ledgerHash.js';
 export * from './unitOfWork.js';
 export * from './store.js';
 export * from './inboxBatch.js';
-export type { OutboxRow } from './sql/outbox.js';
 export type { LedgerRow } from './sql/ledger.js';
 export { OUTBOX_CHANNEL } from './sql/outbox.js';
 export * from './pglite.js';

@@ -58,7 +58,7 @@ export async function loadQuestion(q: Queryable, questionId: string): Promise<Ca
 }
 
 /** The stored form of intake-sources' MailboxCursor (kept structural: the store does not depend on it). */
-export interface StoredMailboxCursor {
+interface StoredMailboxCursor {
   uidValidity: number;
   lastUid: number;
   watermark: string | null;

@@ -24,12 +24,12 @@ import type { Queryable } from './db.js';
 import { PaperCorrupt, PaperMissing, StaleFence } from './errors.js';
 import type { Store } from './store.js';
 import type { NoteRow } from './sql/taskGraph.js';
-import { selectCheckpointTurns, selectRestorePoint } from './sql/checkpoints.js';
+import { selectRestorePoint } from './sql/checkpoints.js';
 import type { RestoreRow } from './sql/checkpoints.js';
 import { chainNext } from './ledgerHash.js';
 import type { LedgerHead } from './ledgerHash.js';
 import { lockLedgerHead } from './sql/ledger.js';
-import { insertPapers, selectTaskCalls, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
+import { insertPapers, selectTurnCalls, supersedeModelIntent, writeJournals } from './sql/journal.js';
 import type { CallCompletion, CheckpointWrite, JournalRow, JournalWriteItem, JournalWriteResult, NewCallIntent, NewPaper, OutboxWrite, TransitionWrite } from './sql/journal.js';
 import type { FenceToken, LedgerAppend, LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
@@ -90,11 +90,6 @@ export async function loadTurnCalls(db: Queryable, taskId: string, turn: number)
     response: verified('response', r.id, r.response_bytes, r.response_content_hash, r.response_hash),
     completedAt: r.completed_at,
   }));
-}
-
-/** The journal of a task without bytes (operators, tests). */
-export async function listTaskCalls(db: Queryable, taskId: string): Promise<Record<string, unknown>[]> {
-  return (await db.query<Record<string, unknown>>(selectTaskCalls(taskId))).rows;
 }
 
 /**
@@ -211,7 +206,7 @@ export async function supersedeIntent(uow: UnitOfWork, token: FenceToken, caseId
   return (await uow.query(supersedeModelIntent(callId, token.taskId, request.id, request.contentHash, route, versions))).rows.length === 1;
 }
 
-export interface RestoredCheckpoint {
+interface RestoredCheckpoint {
   readonly turn: number;
   readonly statePaperId: string;
   readonly stateHash: string;
@@ -263,8 +258,4 @@ export async function loadRestorePoint(
     calls,
     notes,
   };
-}
-
-export async function listCheckpointTurns(db: Queryable, taskId: string): Promise<{ turn: number; fence_epoch: number; state_hash: string }[]> {
-  return (await db.query<{ turn: number; fence_epoch: number; state_hash: string }>(selectCheckpointTurns(taskId))).rows;
 }

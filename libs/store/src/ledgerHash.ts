@@ -6,7 +6,7 @@ import { canonicalJson, sha256Hex } from '@everdict/contracts';
 
 export const LEDGER_GENESIS = 'genesis';
 
-export interface LedgerRecordFields {
+interface LedgerRecordFields {
   caseId: string;
   seq: number;
   recordId: string;

@@ -16,7 +16,7 @@ import { MigrationError } from './errors.js';
 /** Arbitrary but fixed: the advisory lock key every Everdict migrator takes. */
 const MIGRATION_LOCK_KEY = 0x45564452; // "EVDR"
 
-export interface Migration {
+interface Migration {
   version: number;
   name: string;
   sql: string;
@@ -49,7 +49,7 @@ export function loadMigrations(dir = migrationsDir()): Migration[] {
   return out;
 }
 
-export interface MigrateResult {
+interface MigrateResult {
   applied: string[];
   current: number;
 }

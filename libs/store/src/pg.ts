@@ -10,7 +10,7 @@ import { translateDbError } from './errors.js';
 // Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
 
-export interface PgDbOptions {
+interface PgDbOptions {
   /** Pool size (default 10). */
   max?: number;
   /** Application name shown in pg_stat_activity (default "everdict"). */

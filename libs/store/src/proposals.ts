@@ -10,7 +10,7 @@ import type { Queryable, Sql } from './db.js';
 import { loadLandedRecord } from './effects.js';
 import type { LandedRecord } from './effects.js';
 
-export interface MutationGateRow {
+interface MutationGateRow {
   id: string;
   task_id: string;
   state: string;
@@ -19,7 +19,7 @@ export interface MutationGateRow {
 }
 
 /** Gates opened for one mutation key in a case, newest first. */
-export function selectGatesOfMutation(caseId: string, mutationKey: string): Sql {
+function selectGatesOfMutation(caseId: string, mutationKey: string): Sql {
   return {
     name: 'proposals_gates_of_mutation',
     text: `SELECT id, task_id, state, packet_digest, created_at FROM gates
@@ -37,7 +37,7 @@ export async function gatesOfMutation(q: Queryable, caseId: string, mutationKey:
  * The completed effect call of a plan step in a case: the dispatch of a gate whose mutation key
  * starts with `case/step/`, whose journal call completed (applied). Newest first.
  */
-export function selectCompletedEffectOfStep(caseId: string, planStepId: string): Sql {
+function selectCompletedEffectOfStep(caseId: string, planStepId: string): Sql {
   return {
     name: 'proposals_completed_effect_of_step',
     text: `SELECT c.id, c.response_paper_id FROM gates g

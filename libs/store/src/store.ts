@@ -18,7 +18,7 @@ import type { OutboxRow } from './sql/outbox.js';
 import { selectPaperRevision } from './sql/papers.js';
 import { UnitOfWork } from './unitOfWork.js';
 
-export interface StoreOptions {
+interface StoreOptions {
   metrics?: StoreMetrics;
 }
 

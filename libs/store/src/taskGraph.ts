@@ -33,7 +33,7 @@ import type { NewChildTask, NewQuestion, PlanRevisionRow, QuestionRow } from './
 import type { TaskRow } from './sql/tasks.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
 
-export type { NewChildTask, NewQuestion, NoteRow, PlanRevisionRow, QuestionRow } from './sql/taskGraph.js';
+export type { NoteRow } from './sql/taskGraph.js';
 
 // ------------------------------------------------------------------------------- children
 

@@ -14,7 +14,7 @@ import type { TaskRow } from './sql/tasks.js';
 import type { Store } from './store.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
 
-export type { TaskRow, TaskTransition } from './sql/tasks.js';
+export type { TaskRow } from './sql/tasks.js';
 
 export async function loadTask(q: Queryable, taskId: string): Promise<TaskRow | undefined> {
   return (await q.query<TaskRow>(selectTask(taskId))).rows[0];
@@ -25,7 +25,7 @@ export async function lockTask(uow: UnitOfWork, taskId: string): Promise<TaskRow
   return (await uow.query<TaskRow>(lockStatement(taskId))).rows[0];
 }
 
-export type TaskClaim =
+type TaskClaim =
   | { readonly claimed: true; readonly token: FenceToken; readonly task: TaskRow }
   | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling'; readonly state?: TaskState };
 

@@ -27,20 +27,20 @@ export interface FenceToken {
   readonly epoch: number;
 }
 
-export type InboxCheck =
+type InboxCheck =
   | { kind: 'new' }
   | { kind: 'duplicate'; disposition: InboxDisposition }
   | { kind: 'conflict'; storedHash: string };
 
 /** The envelope fields the outbox needs; the body is the exact bytes to publish. */
-export interface OutgoingMessage {
+interface OutgoingMessage {
   readonly id: string;
   readonly type: string;
   readonly caseId: string | null;
 }
 
 /** What the holder of a fence reads under its lock (UnitOfWork.holdFence). */
-export interface FenceHeld {
+interface FenceHeld {
   readonly rowVersion: number;
   readonly cancelRequested: 'hard' | 'soft' | null;
 }

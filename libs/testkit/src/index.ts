@@ -13,7 +13,7 @@ export const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://po
 export const TEST_AMQP_URL = process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
 /** A short, safe identifier from a test name plus a random suffix. */
-export function uniqueName(label: string): string {
+function uniqueName(label: string): string {
   const slug = label.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_|_$/g, '').slice(0, 30);
   return `${slug}_${process.pid}_${randomBytes(3).toString('hex')}`;
 }

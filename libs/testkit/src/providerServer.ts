@@ -2,14 +2,14 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export interface ProgrammedReply {
+interface ProgrammedReply {
   readonly status: number;
   readonly body: string;
   /** Delay before answering (to provoke client timeouts). */
   readonly delayMs?: number;
 }
 
-export interface ReceivedRequest {
+interface ReceivedRequest {
   readonly method: string;
   readonly url: string;
   readonly headers: IncomingHttpHeaders;

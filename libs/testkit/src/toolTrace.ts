@@ -8,7 +8,7 @@
  */
 import type { Readable } from 'node:stream';
 
-export interface ToolTraceEvent {
+interface ToolTraceEvent {
   readonly event: 'started' | 'finished';
   readonly caseId?: string;
   readonly taskId: string;

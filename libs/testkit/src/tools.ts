@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
-export interface ToolSpec {
+interface ToolSpec {
   /** The Debian package that ships it, named in the failure. */
   readonly debianPackage: string;
   /** An environment variable that, when set, is the tool's path (and nothing else is tried). */
@@ -38,7 +38,7 @@ export function requireTool(name: string, spec: ToolSpec): string {
   throw new Error(`${name} is not installed (searched PATH${spec.extraDirs?.length ? ` and ${spec.extraDirs.join(', ')}` : ''}): install Debian's ${spec.debianPackage} (apt-get install -y ${spec.debianPackage}; .ci/run does)`);
 }
 
-export const promtoolBinary = (): string => requireTool('promtool', { debianPackage: 'prometheus', envVar: 'PROMTOOL' });
+const promtoolBinary = (): string => requireTool('promtool', { debianPackage: 'prometheus', envVar: 'PROMTOOL' });
 
 /** Runs promtool (which must be installed); its exit status and combined output. */
 export function promtool(args: readonly string[], opts: { input?: string; cwd?: string } = {}): { status: number | null; output: string } {

@@ -10,24 +10,22 @@ import { verifyPacketDigest } from '@everdict/contracts';
 import type { EffectPacket } from '@everdict/contracts';
 import type { DecisionRow, GateRow, GrantRow } from '@everdict/store';
 
-export const REFUSAL_REASONS = [
-  'grant_missing',
-  'grant_used',
-  'grant_expired',
-  'grant_revoked',
-  'gate_not_approved',
-  'digest_mismatch',
-  'decisions_missing',
-  'packet_unusable',
-  'task_missing',
-  'task_finished',
-  'task_cancelled',
-  'hard_stop',
-  'connector_unknown',
-  'connector_refused',
-  'preflight_changed',
-] as const;
-export type DispatchRefusalReason = (typeof REFUSAL_REASONS)[number];
+export type DispatchRefusalReason =
+  | 'grant_missing'
+  | 'grant_used'
+  | 'grant_expired'
+  | 'grant_revoked'
+  | 'gate_not_approved'
+  | 'digest_mismatch'
+  | 'decisions_missing'
+  | 'packet_unusable'
+  | 'task_missing'
+  | 'task_finished'
+  | 'task_cancelled'
+  | 'hard_stop'
+  | 'connector_unknown'
+  | 'connector_refused'
+  | 'preflight_changed';
 
 export interface DispatchRefusal {
   readonly reason: DispatchRefusalReason;

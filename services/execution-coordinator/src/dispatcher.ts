@@ -72,13 +72,13 @@ export function backoffDelay(n: number, b: Backoff): number {
   return Math.min(b.initialMs * 2 ** Math.min(n, 30), b.maxMs);
 }
 
-export interface DispatcherLogger {
+interface DispatcherLogger {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
 }
 
-export interface DispatcherOptions {
+interface DispatcherOptions {
   readonly store: Store;
   readonly connectors: ConnectorSet;
   /** Claim owner, unique per process. */

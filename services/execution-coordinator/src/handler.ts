@@ -12,7 +12,7 @@ import type { Envelope } from '@everdict/contracts';
 import type { MessageHandler } from '@everdict/bus';
 import { DISPATCH_CHANNEL, loadGrant, notifyAtCommit, queueDispatch } from '@everdict/store';
 
-export interface DecidedHandlerLogger {
+interface DecidedHandlerLogger {
   warn(obj: object, msg: string): void;
 }
 

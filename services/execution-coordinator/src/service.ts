@@ -20,7 +20,7 @@ import type { Backoff } from './dispatcher.js';
 import { COORDINATOR_SERVICE, Dispatcher } from './dispatcher.js';
 import { gateDecidedHandler } from './handler.js';
 
-export interface CoordinatorOptions {
+interface CoordinatorOptions {
   readonly connectors: ConnectorSet;
   /** Claim lease in ms (default 30000); a dead coordinator's executions reach reconciliation after it. */
   readonly leaseMs?: number;
@@ -35,7 +35,7 @@ export interface CoordinatorOptions {
   readonly owner?: string;
 }
 
-export interface RunningCoordinator {
+interface RunningCoordinator {
   readonly dispatcher: Dispatcher;
 }
 

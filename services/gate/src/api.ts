@@ -22,7 +22,7 @@ import { listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacket
 import type { DecisionRow, GateRow, Store } from '@everdict/store';
 import { decide, revoke } from './decide.js';
 
-export interface GateApiOptions {
+interface GateApiOptions {
   readonly store: Store;
   readonly principals: () => PrincipalDirectory;
   readonly grantTtlMs: number;

@@ -29,7 +29,7 @@ import type { GateRow, Store, UnitOfWork } from '@everdict/store';
 import { pendingDecisions } from './policy.js';
 import { GATE_SERVICE } from './requests.js';
 
-export interface VerdictInput {
+interface VerdictInput {
   readonly gateId: string;
   readonly decision: string;
   readonly verdict: Verdict;
@@ -38,7 +38,7 @@ export interface VerdictInput {
 }
 
 /** A refusal names a stable code, the HTTP status and, when one field is at fault, that field. */
-export interface DecideRefusal {
+interface DecideRefusal {
   readonly ok: false;
   readonly status: 403 | 404 | 409 | 422;
   readonly error: 'gate_not_found' | 'unknown_decision' | 'role_required' | 'digest_mismatch' | 'gate_not_open' | 'gate_expired' | 'already_decided';
@@ -46,7 +46,7 @@ export interface DecideRefusal {
   readonly field?: string;
 }
 
-export interface DecideAccepted {
+interface DecideAccepted {
   readonly ok: true;
   readonly status: 200 | 201;
   readonly gateId: string;
@@ -58,7 +58,7 @@ export interface DecideAccepted {
   readonly expiresAt?: string;
 }
 
-export type DecideResult = DecideAccepted | DecideRefusal;
+type DecideResult = DecideAccepted | DecideRefusal;
 
 const refuse = (status: DecideRefusal['status'], error: DecideRefusal['error'], message: string, field?: string): DecideRefusal =>
   field === undefined ? { ok: false, status, error, message } : { ok: false, status, error, message, field };
@@ -148,19 +148,19 @@ function accepted(status: 200 | 201, gate: GateRow, input: VerdictInput, gateSta
 }
 
 /** Expires an open gate found past its expiry and tells the agent. */
-export async function expireGate(uow: UnitOfWork, gate: Pick<GateRow, 'id' | 'case_id' | 'task_id' | 'packet_digest'>): Promise<void> {
+async function expireGate(uow: UnitOfWork, gate: Pick<GateRow, 'id' | 'case_id' | 'task_id' | 'packet_digest'>): Promise<void> {
   const reason = 'the gate expired before every decision was given';
   if (!(await closeGateAs(uow, gate.id, 'expired', reason))) return;
   await uow.appendLedger(gate.case_id, { kind: 'gate_expired', body: { gateId: gate.id, packetDigest: gate.packet_digest } });
   await enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, { gateId: gate.id, taskId: gate.task_id, packetDigest: gate.packet_digest, outcome: 'expired', reason });
 }
 
-export type RevokeResult =
+type RevokeResult =
   | { readonly ok: true; readonly gateId: string; readonly gateState: 'revoked'; readonly grantId: string | null; readonly grantState: string | null }
   | { readonly ok: false; readonly status: 403 | 404 | 409; readonly error: 'gate_not_found' | 'role_required' | 'not_revocable'; readonly message: string };
 
 /** Roles that may revoke any gate they can see, besides the holders of the gate's own roles. */
-export const OPERATOR_ROLE = 'operator';
+const OPERATOR_ROLE = 'operator';
 
 /**
  * Revokes a gate: an open gate closes unapproved; an approved gate's grant is revoked, so the

@@ -21,7 +21,7 @@ export interface DecisionDerivation {
   readonly problems: readonly string[];
 }
 
-export interface PacketFacts {
+interface PacketFacts {
   readonly connector: string;
   readonly operation: string;
   readonly effectClass: string;

@@ -18,7 +18,7 @@ import { deriveDecisions } from './policy.js';
 
 export const GATE_SERVICE = 'gate';
 
-export interface GateRequestOptions {
+interface GateRequestOptions {
   /** How long an undecided gate stays open when the request names no expiry, in ms. */
   readonly gateTtlMs: number;
   /** The fleet config as loaded at start (gate policies, registered operations). */

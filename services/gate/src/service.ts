@@ -12,7 +12,7 @@ import type { ServiceContext } from '@everdict/service-kit';
 import { gateApi } from './api.js';
 import { GATE_SERVICE, gateRequestedHandler } from './requests.js';
 
-export interface GateOptions {
+interface GateOptions {
   /** Lifetime of a grant from its issue, in ms (default 15 minutes). */
   readonly grantTtlMs?: number;
   /** Lifetime of an undecided gate when the request names no expiry, in ms (default 24 hours). */
@@ -24,7 +24,7 @@ export interface GateOptions {
 export const DEFAULT_GRANT_TTL_MS = 15 * 60_000;
 export const DEFAULT_GATE_TTL_MS = 24 * 60 * 60_000;
 
-export interface RunningGate {
+interface RunningGate {
   /** Swaps the fleet config (principals, gate policies) for everything that follows. */
   replaceFleet(fleet: FleetConfig): void;
 }

@@ -43,7 +43,7 @@ export interface QueueDepth {
   readonly consumers: number;
 }
 
-export interface IntakeApiOptions {
+interface IntakeApiOptions {
   readonly store: Store;
   readonly fleet: () => FleetConfig;
   readonly principals: () => PrincipalDirectory;
@@ -59,8 +59,8 @@ export interface IntakeApiOptions {
 }
 
 /** The role `GET /v1/fleet` needs. */
-export const OPERATOR_ROLE = 'operator';
-export const DEFAULT_INTAKE_MAX_BODY_BYTES = 256 * 1024;
+const OPERATOR_ROLE = 'operator';
+const DEFAULT_INTAKE_MAX_BODY_BYTES = 256 * 1024;
 
 const CLIENT_KEY = /^[\x21-\x7e]{1,200}$/;
 const CUSTOMER = /^[\x21-\x7e\u00a0-\uffff]{1,200}$/;

@@ -13,7 +13,7 @@ import { loadMailboxCursor, saveMailboxCursor } from '@everdict/store';
 import type { Queryable } from '@everdict/store';
 import type { Logger } from 'pino';
 
-export function pgCursorStore(db: Queryable): MailboxCursorStore {
+function pgCursorStore(db: Queryable): MailboxCursorStore {
   return {
     load: (key) => loadMailboxCursor(db, key),
     save: (key, cursor: MailboxCursor) => saveMailboxCursor(db, key, cursor),
@@ -37,7 +37,7 @@ export interface IntakeMailbox {
   readonly tls?: MailboxMonitorOptions['tls'];
 }
 
-export interface MailboxSupervisorDeps {
+interface MailboxSupervisorDeps {
   readonly databaseUrl: string;
   readonly db: Queryable;
   readonly sinkFor: (m: IntakeMailbox) => ArrivalSink;
@@ -49,7 +49,7 @@ export interface MailboxSupervisorDeps {
 }
 
 /** The advisory lock key of a mailbox: stable across replicas and restarts. */
-export function mailboxLockSql(key: string): { text: string; values: string[] } {
+function mailboxLockSql(key: string): { text: string; values: string[] } {
   return { text: `SELECT pg_try_advisory_lock(hashtext('everdict.mailbox'), hashtext($1::text)) AS locked`, values: [key] };
 }
 

@@ -13,7 +13,7 @@ import type { Store } from '@everdict/store';
 
 export const INTAKE_SERVICE = 'intake';
 
-export interface CaseOpening {
+interface CaseOpening {
   readonly arrival: NormalisedArrival;
   readonly caseType: string;
   readonly customer: string;
@@ -21,18 +21,18 @@ export interface CaseOpening {
   readonly principal?: string | null;
 }
 
-export interface OpenedWithTask extends OpenedCase {
+interface OpenedWithTask extends OpenedCase {
   readonly rootTaskId: string | null;
 }
 
-export class UnknownCaseType extends EverdictError {
+class UnknownCaseType extends EverdictError {
   constructor(caseType: string, field: string) {
     super('unknown_case_type', `case type ${caseType} is not in the fleet config`, { details: { field } });
   }
 }
 
 /** The case type's root profile and budget, or a typed error naming the field. */
-export function rootTaskPlan(fleet: FleetConfig, caseType: string, field = 'caseType'): { profile: string; profileVersion: string | undefined; budgetLimitMinutes: number | null; scope: unknown; initialGrants: string[] } {
+function rootTaskPlan(fleet: FleetConfig, caseType: string, field = 'caseType'): { profile: string; profileVersion: string | undefined; budgetLimitMinutes: number | null; scope: unknown; initialGrants: string[] } {
   const ct = fleet.caseTypes[caseType];
   if (!ct) throw new UnknownCaseType(caseType, field);
   const profile = fleet.profiles[ct.rootProfile];

@@ -21,7 +21,7 @@ import { enqueuePlatformMessage, liftSoftStop, rootTaskOf, taskOfCase } from '@e
 import type { CaseRow, Store } from '@everdict/store';
 import { INTAKE_SERVICE } from './open.js';
 
-export const OPERATOR_CONTROL_ROLE = 'operator';
+const OPERATOR_CONTROL_ROLE = 'operator';
 
 const FINISHED = new Set(['cancelled', 'closed', 'resolved']);
 
@@ -47,7 +47,7 @@ function checkOperator(principal: Principal, res: ServerResponse, what: string):
 }
 
 /** The top-up amounts, validated field by field (each limit grows; none shrinks). */
-export function parseTopUp(v: unknown): Partial<Record<TopUpKey, number>> {
+function parseTopUp(v: unknown): Partial<Record<TopUpKey, number>> {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new RequestError(400, 'invalid_body', 'budget must be an object of limits to raise', 'budget');
   const out: Partial<Record<TopUpKey, number>> = {};
   for (const [k, n] of Object.entries(v)) {

@@ -24,7 +24,7 @@ export interface IntakeSchedule {
 }
 
 /** The arrival of one slot: pure. */
-export function scheduleArrival(s: IntakeSchedule, slot: Date): NormalisedArrival {
+function scheduleArrival(s: IntakeSchedule, slot: Date): NormalisedArrival {
   const iso = slot.toISOString();
   return {
     source: 'schedule',

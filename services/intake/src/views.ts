@@ -1,7 +1,7 @@
 /** What the API answers: pure projections of store rows (no I/O, no secrets, ISO timestamps). */
 import type { CaseDetail, CaseRow, CaseTaskRow, LedgerRow } from '@everdict/store';
 
-export interface TaskNode {
+interface TaskNode {
   readonly id: string;
   readonly profile: string;
   readonly state: string;
@@ -34,7 +34,7 @@ export function taskTree(rows: readonly CaseTaskRow[]): TaskNode[] {
   return roots;
 }
 
-export function caseSummary(c: CaseRow) {
+function caseSummary(c: CaseRow) {
   return {
     caseId: c.id,
     caseType: c.case_type,

@@ -13,8 +13,6 @@ export interface ReconcilerMetrics {
   parkedOldest(ages: readonly { park_reason: string; age_seconds: number }[]): void;
 }
 
-export const noopReconcilerMetrics: ReconcilerMetrics = { unknownOutcomes: () => {}, leaseExpiries: () => {}, parkedOldest: () => {} };
-
 export function reconcilerMetrics(registry: Registry): ReconcilerMetrics {
   const registers = [registry];
   const unknown = new Gauge({ name: 'everdict_effect_unknown_outcomes', help: 'Effect calls whose outcome is still unknown (WhatLanded unresolved), awaiting reconciliation.', registers });

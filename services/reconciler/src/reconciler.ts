@@ -23,13 +23,13 @@ import {
 import type { Backoff, Reconciled } from './whatLanded.js';
 import { reconcileDispatch } from './whatLanded.js';
 
-export interface ReconcilerLogger {
+interface ReconcilerLogger {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
 }
 
-export interface ReconcilerLoopOptions {
+interface ReconcilerLoopOptions {
   readonly store: Store;
   readonly connectors: ConnectorSet;
   readonly metrics: ReconcilerMetrics;

@@ -16,7 +16,7 @@ import { ReconcilerLoop } from './reconciler.js';
 import { RECONCILER_SERVICE } from './sweeps.js';
 import type { Backoff } from './whatLanded.js';
 
-export interface ReconcilerOptions {
+interface ReconcilerOptions {
   readonly connectors: ConnectorSet;
   readonly intervalMs?: number;
   readonly backoff?: Backoff;
@@ -26,7 +26,7 @@ export interface ReconcilerOptions {
   readonly clock?: Clock;
 }
 
-export interface RunningReconciler {
+interface RunningReconciler {
   readonly loop: ReconcilerLoop;
 }
 

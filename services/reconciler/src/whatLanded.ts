@@ -39,7 +39,7 @@ export function recheckDelay(checks: number, b: Backoff): number {
 
 export type Reconciled = 'unknown' | 'settling' | 'retry' | 'skipped';
 
-export interface ReconcileDeps {
+interface ReconcileDeps {
   readonly store: Store;
   readonly connectors: ConnectorSet;
   readonly owner: string;

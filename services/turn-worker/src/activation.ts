@@ -19,10 +19,10 @@ import {
   versionDecision,
 } from '@everdict/store';
 import type { FenceToken, LedgerHead, NoteRow, StoredCall, TaskRow } from '@everdict/store';
-import { sendRunnable } from './envelopes.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
+import { releaseWithoutTurn } from './commit.js';
 import { durableTurn, parkWithoutTurn } from './turn.js';
 import type { TaskRun, TurnEnv } from './turn.js';
 import type { AgentView, Catalog } from './catalog.js';
@@ -188,10 +188,7 @@ export async function runActivation(env: ActivationEnv, claim: Claim, signal: Ab
     if (env.draining() && tr.turns > 0) {
       // Shutting down between two turns: give the task back now; another worker continues it
       // from the checkpoint (and the next turn's intent, if written).
-      await env.store.unitOfWork(async (uow) => {
-        await uow.transitionTask(tr.token, { state: 'open' });
-        await sendRunnable(uow, tr.task, 'retry', tr.task, tr.token);
-      });
+      await releaseWithoutTurn(env.store, tr);
       return;
     }
     const release = tr.turns + 1 >= env.catalog.settings.turnsPerActivation || env.draining();

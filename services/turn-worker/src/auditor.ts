@@ -26,7 +26,7 @@ const INSTRUCTIONS =
   'object and nothing else: {"verdict": "approve" | "reject", "reason": "<one or two sentences>"}.';
 
 /** The auditor's request: its own prompt, the packet and the evidence; no tools, no transcript. */
-export function auditRequest(auditor: Pick<FleetProfile, 'prompt' | 'maxOutputTokens'>, packet: EffectPacket, evidence: readonly string[]): ModelRequest {
+function auditRequest(auditor: Pick<FleetProfile, 'prompt' | 'maxOutputTokens'>, packet: EffectPacket, evidence: readonly string[]): ModelRequest {
   const subject = { packet: { ...packet, verdicts: undefined, grantIds: undefined }, evidence };
   return {
     system: `${auditor.prompt}\n\n${INSTRUCTIONS}`,

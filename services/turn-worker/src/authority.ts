@@ -22,16 +22,16 @@
  */
 
 /** The papers and grants a task holds. */
-export interface PaperGrantAuthority {
+interface PaperGrantAuthority {
   /** Full paper names the task may read besides its own results. */
   readonly permittedPapers: readonly string[];
   readonly grants: readonly string[];
 }
 
-export const RESULT_REF_PREFIX = 'result:';
+const RESULT_REF_PREFIX = 'result:';
 
 /** The paper a task's stored result (`result:<call id>`) lives in. */
-export function resultPaperName(taskId: string, ref: string): string {
+function resultPaperName(taskId: string, ref: string): string {
   return `results/${taskId}/${ref}`;
 }
 
@@ -53,11 +53,11 @@ export function heldAuthority(task: { readonly parent_id: string | null; readonl
 }
 
 /** A permitted paper `ref` names, if any (the own-results namespace aside). */
-export function permittedPaper(held: PaperGrantAuthority, ref: string): string | null {
+function permittedPaper(held: PaperGrantAuthority, ref: string): string | null {
   return held.permittedPapers.find((p) => refNames(ref, p)) ?? null;
 }
 
-export interface Narrowed {
+interface Narrowed {
   readonly context: PaperGrantAuthority;
   /** Asked for and not held by the parent: withheld. */
   readonly withheld: { readonly papers: readonly string[]; readonly grants: readonly string[] };

@@ -13,7 +13,7 @@ const messageForms = new WeakMap<object, string>();
 const toolForms = new WeakMap<object, string>();
 
 /** Canonical JSON of a message list, each message canonicalised once per process. */
-export function canonicalMessages(messages: readonly ChatMessage[]): string {
+function canonicalMessages(messages: readonly ChatMessage[]): string {
   const parts = messages.map((m) => {
     let form = messageForms.get(m);
     if (form === undefined) {

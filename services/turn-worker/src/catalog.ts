@@ -35,7 +35,7 @@ interface Generation {
   readonly views: Map<string, AgentView>;
 }
 
-export interface CatalogDeps {
+interface CatalogDeps {
   readonly db: Db;
   readonly timing: (taskId: string) => ToolTiming | undefined;
   readonly env?: Readonly<Record<string, string | undefined>>;

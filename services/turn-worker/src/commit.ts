@@ -15,7 +15,7 @@
 import { resumeRun } from '@everdict/agent-runtime';
 import type { RunState, TurnResult } from '@everdict/agent-runtime';
 import { unreportedChildren, writeTurn } from '@everdict/store';
-import type { UnitOfWork } from '@everdict/store';
+import type { Store, UnitOfWork } from '@everdict/store';
 import { needsCompaction } from './compaction.js';
 import { nextProviderAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
@@ -27,7 +27,7 @@ import type { TaskRun, TurnEnd, TurnEnv } from './turn.js';
 import type { TurnBuffer } from './turnBuffer.js';
 import type { TurnJournal } from './turnJournal.js';
 import { turnWrite, waitOnProposal } from './turnWrite.js';
-import type { ParkTransition, TurnCommit, TurnProduct } from './turnWrite.js';
+import type { AloneTransition, ParkTransition, TurnCommit, TurnProduct } from './turnWrite.js';
 import type { ProposalTurn } from './writesPropose.js';
 
 /** What a turn's run left for its commit. */
@@ -157,18 +157,30 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   }
 }
 
-/** Parks the held task without running a turn (restore failure, version decision, mismatch). */
+/**
+ * Writes a transition of the held task without running a turn (the value `turnWrite` builds for
+ * it), after `before` placed what goes with it in the same unit of work.
+ */
+export async function writeWithoutTurn(store: Store, tr: Pick<TaskRun, 'task' | 'token'>, transition: AloneTransition, before?: (uow: UnitOfWork) => Promise<void>): Promise<void> {
+  await store.unitOfWork(async (uow) => {
+    await uow.requireFence(tr.token, transition.kind === 'park' ? 'park_task' : 'release_task');
+    await before?.(uow);
+    await writeTurn(uow, tr.token, tr.task.case_id, turnWrite({ subject: { task: tr.task, epoch: tr.token.epoch }, transition, product: null }).write);
+  });
+}
+
+/** Parks the held task without running a turn (restore failure, version decision, mismatch, runtime fault). */
 export async function parkWithoutTurn(
-  env: TurnEnv,
+  env: Pick<TurnEnv, 'store'>,
   tr: Pick<TaskRun, 'task' | 'token'>,
   reason: 'capability_gap' | 'question',
   detail: Record<string, unknown>,
   before?: (uow: UnitOfWork) => Promise<void>,
 ): Promise<void> {
-  const park: ParkTransition = { kind: 'park', reason, detail, backoffMs: null, ask: false };
-  await env.store.unitOfWork(async (uow) => {
-    await uow.requireFence(tr.token, 'park_task');
-    await before?.(uow);
-    await writeTurn(uow, tr.token, tr.task.case_id, turnWrite({ subject: { task: tr.task, epoch: tr.token.epoch }, transition: park, product: null }).write);
-  });
+  await writeWithoutTurn(env.store, tr, { kind: 'park', reason, detail, backoffMs: null, ask: false }, before);
+}
+
+/** Gives the held task back without running a turn: another worker continues it from its checkpoint. */
+export async function releaseWithoutTurn(store: Store, tr: Pick<TaskRun, 'task' | 'token'>): Promise<void> {
+  await writeWithoutTurn(store, tr, { kind: 'release' });
 }

@@ -14,7 +14,7 @@ import type { HostState } from './statePaper.js';
 
 export const SUMMARY_SCHEMA = 'everdict/summary.v1';
 
-export interface SummaryFact {
+interface SummaryFact {
   readonly index: number;
   readonly role: ChatMessage['role'];
   readonly tool: string | null;
@@ -23,7 +23,7 @@ export interface SummaryFact {
   readonly excerpt: string;
 }
 
-export interface SummaryDocument {
+interface SummaryDocument {
   readonly schema: typeof SUMMARY_SCHEMA;
   readonly taskId: string;
   readonly throughTurn: number;

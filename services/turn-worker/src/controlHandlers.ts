@@ -37,7 +37,7 @@ function waitingOn(task: TaskRow): { questionId: string | null; askedOf: string 
  * The budget top-up itself: a note that raises the named limits at the task's next restore, a
  * ledger record, and — for a task parked `budget` — the wake-up. `messageId` dedups the note.
  */
-export async function applyTopUp(uow: UnitOfWork, task: TaskRow, budget: Readonly<Record<string, number>>, by: string, source: { ref: string; messageId: string | null; reason?: string | undefined }): Promise<boolean> {
+async function applyTopUp(uow: UnitOfWork, task: TaskRow, budget: Readonly<Record<string, number>>, by: string, source: { ref: string; messageId: string | null; reason?: string | undefined }): Promise<boolean> {
   const seq = await addNote(uow, task.id, 'top_up', { budget, by, ref: source.ref }, source.messageId);
   if (seq === null) return false; // this message topped it up before
   await uow.appendLedger(task.case_id, { kind: 'budget_topped_up', body: { taskId: task.id, budget, by, messageId: source.messageId, reason: source.reason ?? null } });

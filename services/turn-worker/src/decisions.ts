@@ -89,7 +89,7 @@ export function nextProviderAttempt(previousParkReason: string | null, previousD
  *   soft stop requested, not yet   → withdraw the request (it will not park at its checkpoint)
  *   anything else                  → nothing
  */
-export type ResumeAction = 'wake' | 'withdraw' | 'nothing';
+type ResumeAction = 'wake' | 'withdraw' | 'nothing';
 
 export function resumeAction(t: { readonly state: string; readonly park_reason: string | null; readonly park_detail: unknown; readonly cancel_requested: 'hard' | 'soft' | null }): ResumeAction {
   if (t.state === 'done' || t.state === 'failed' || t.state === 'cancelled' || t.cancel_requested === 'hard') return 'nothing';

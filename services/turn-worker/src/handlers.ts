@@ -26,10 +26,10 @@ import {
   softCancel,
   unreportedChildren,
 } from '@everdict/store';
-import type { Store, TaskRow, UnitOfWork } from '@everdict/store';
+import type { TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
-import { answeredByParent, applyTopUp, controlHandlers } from './controlHandlers.js';
+import { answeredByParent, controlHandlers } from './controlHandlers.js';
 import { send } from './envelopes.js';
 import { wake } from './wake.js';
 
@@ -213,16 +213,4 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     'effect.outcome': effectOutcome,
     ...controlHandlers(env),
   };
-}
-
-/**
- * A budget top-up (§11.4: budget parks wake by top-up): raises the task's limits by `budget`
- * and, if it is parked `budget`, makes it runnable. One unit of work.
- */
-export async function topUpBudget(store: Store, taskId: string, budget: Readonly<Record<string, number>>, by: string): Promise<boolean> {
-  return store.unitOfWork(async (uow: UnitOfWork) => {
-    const task = await lockTask(uow, taskId);
-    if (!task || ended(task)) return false;
-    return applyTopUp(uow, task, budget, by, { ref: `top-up:${Date.now()}`, messageId: null });
-  });
 }

@@ -19,8 +19,6 @@ export interface TurnMetrics {
   readonly samples: number[] | null;
 }
 
-export const noopTurnMetrics: TurnMetrics = { turn: () => {}, activation: () => {}, restoreFailure: () => {}, swept: () => {}, committer: () => {}, samples: null };
-
 export function turnMetrics(registry: Registry, opts: { keepSamples?: boolean } = {}): TurnMetrics {
   const registers = [registry];
   const turns = new Counter({ name: 'everdict_turns_total', help: 'Durable turns committed, by outcome (continued, completed, parked, failed, released, cancelled).', labelNames: ['outcome'], registers });

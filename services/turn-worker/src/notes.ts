@@ -8,13 +8,10 @@ import type { RunBudget } from '@everdict/contracts';
 import type { NoteRow } from '@everdict/store';
 import type { Decision } from './statePaper.js';
 
-export const NOTE_KINDS = ['answer', 'child_report', 'plan', 'question', 'top_up', 'gate', 'outcome', 'info'] as const;
-export type NoteKind = (typeof NOTE_KINDS)[number];
-
 type Body = Record<string, unknown>;
 const str = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? null));
 
-export function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
+function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
   const b = (note.body ?? {}) as Body;
   switch (note.kind) {
     case 'answer':

@@ -11,7 +11,7 @@ import { loadTask, papersNamed, Store } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { heldAuthority } from './authority.js';
 
-export type PaperRead = { readonly kind: 'read'; readonly name: string; readonly bytes: Buffer } | { readonly kind: 'refused'; readonly name: string } | { readonly kind: 'unknown' };
+type PaperRead = { readonly kind: 'read'; readonly name: string; readonly bytes: Buffer } | { readonly kind: 'refused'; readonly name: string } | { readonly kind: 'unknown' };
 
 /** Reads `ref` for `taskId` if its context permits the paper it names (own results are read by the caller). */
 export async function readPermittedPaper(db: Db, caseId: string, taskId: string, ref: string): Promise<PaperRead> {
@@ -29,7 +29,7 @@ export async function readPermittedPaper(db: Db, caseId: string, taskId: string,
 }
 
 /** A UUID-shaped id derived from `parts` (same parts, same id). */
-export function stableId(...parts: string[]): string {
+function stableId(...parts: string[]): string {
   const h = sha256Hex(parts.join('\u0000'));
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }

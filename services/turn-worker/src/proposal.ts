@@ -89,10 +89,10 @@ export const PROPOSE_DESCRIPTION =
   'then role holders approve or reject it; your task waits until the effect has landed (or was refused) and you are told. ' +
   'Proposing the same change again returns the recorded result instead of a second operation.';
 
-export const isStepRef = (v: unknown): v is StepRef => typeof v === 'object' && v !== null && typeof (v as StepRef).fromStep === 'string' && typeof (v as StepRef).pointer === 'string';
+const isStepRef = (v: unknown): v is StepRef => typeof v === 'object' && v !== null && typeof (v as StepRef).fromStep === 'string' && typeof (v as StepRef).pointer === 'string';
 
 /** Reads `pointer` (RFC 6901) in `doc`; undefined when a segment is missing. */
-export function readPointer(doc: unknown, pointer: string): unknown {
+function readPointer(doc: unknown, pointer: string): unknown {
   if (pointer === '') return doc;
   if (!pointer.startsWith('/')) return undefined;
   let cur: unknown = doc;
@@ -104,7 +104,7 @@ export function readPointer(doc: unknown, pointer: string): unknown {
   return cur;
 }
 
-export type Resolution = { readonly ok: true; readonly params: Record<string, string | number | boolean> } | { readonly ok: false; readonly problems: readonly string[] };
+type Resolution = { readonly ok: true; readonly params: Record<string, string | number | boolean> } | { readonly ok: false; readonly problems: readonly string[] };
 
 /**
  * Replaces every step reference by the value at its pointer in that step's receipt. `receipts`
@@ -191,7 +191,7 @@ export interface PacketContext {
   readonly plan: { readonly revision: number; readonly stepIds: readonly string[] } | null;
 }
 
-export type PacketBuild = { readonly ok: true; readonly packet: EffectPacket } | { readonly ok: false; readonly problems: readonly string[] };
+type PacketBuild = { readonly ok: true; readonly packet: EffectPacket } | { readonly ok: false; readonly problems: readonly string[] };
 
 /**
  * The mechanical checks (operation registered and a write, in scope, parameters within bounds,
@@ -265,7 +265,7 @@ export interface PriorMutation {
   readonly gates: readonly { readonly id: string; readonly state: string; readonly packet_digest: string }[];
 }
 
-export type ProposalStep =
+type ProposalStep =
   /** Applied before: the recorded receipt is the answer; nothing is asked or run. */
   | { readonly kind: 'receipt'; readonly callId: string; readonly receipt: Record<string, unknown> | null; readonly established: string }
   /** Its outcome is being established: wait for that, never a second attempt. */

@@ -23,7 +23,7 @@ import { askQuestion, childWaitingOn } from '@everdict/store';
 import type { FenceToken, TaskRow, UnitOfWork } from '@everdict/store';
 import { send } from './envelopes.js';
 
-export interface Asker {
+interface Asker {
   readonly task: TaskRow;
   readonly token: FenceToken;
   readonly rootTaskId: string;

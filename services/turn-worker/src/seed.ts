@@ -8,7 +8,7 @@ import { EverdictError } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
 import { sendRunnable } from './envelopes.js';
 
-export interface OpenedCase {
+interface OpenedCase {
   readonly caseId: string;
   readonly taskId: string | null;
   readonly created: boolean;

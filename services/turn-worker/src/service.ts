@@ -17,7 +17,7 @@ import { turnMetrics, type TurnMetrics } from './metrics.js';
 import type { TurnTiming } from './turn.js';
 import { SERVICE, TurnWorker } from './worker.js';
 
-export interface TurnWorkerServiceOptions {
+interface TurnWorkerServiceOptions {
   /** Fault injection (default none; `everdict start` reads EVERDICT_CRASHPOINT). */
   readonly crash?: CrashPoints;
   /** File every real model call is logged to (default none). */
@@ -28,7 +28,7 @@ export interface TurnWorkerServiceOptions {
   readonly keepSamples?: boolean;
 }
 
-export interface RunningTurnWorker {
+interface RunningTurnWorker {
   readonly worker: TurnWorker;
   readonly catalog: Catalog;
   readonly metrics: TurnMetrics;
@@ -37,7 +37,7 @@ export interface RunningTurnWorker {
 }
 
 /** The kernel's clock: wall time for active-minute accounting and backoff (never leases). */
-export const systemKernelClock: KernelClock = {
+const systemKernelClock: KernelClock = {
   now: () => systemClock.now(),
   sleep: (ms, signal) =>
     new Promise<void>((resolve) => {

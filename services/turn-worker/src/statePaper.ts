@@ -11,13 +11,12 @@ import type { ChatMessage } from '@everdict/llm';
 import { newPaper, type NewPaper } from '@everdict/store';
 import { canonicalWithMessages } from './canonical.js';
 
-export const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
+const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
 
 export type HostState = Omit<RuntimeStatePaper, 'schema' | 'taskId' | 'caseId' | 'turn' | 'phase' | 'run'>;
 export type Decision = RuntimeStatePaper['decisions'][number];
 
-export const RESTORE_FAILURES = ['paper_missing', 'paper_corrupt', 'invalid_state', 'journal_corrupt', 'wrong_task'] as const;
-export type RestoreFailureReason = (typeof RESTORE_FAILURES)[number];
+type RestoreFailureReason = 'paper_missing' | 'paper_corrupt' | 'invalid_state' | 'journal_corrupt' | 'wrong_task';
 
 /** A checkpoint (or journal paper) that cannot be trusted; the task parks with this reason. */
 export class RestoreFailure extends EverdictError {
@@ -26,7 +25,7 @@ export class RestoreFailure extends EverdictError {
   }
 }
 
-export function phaseOf(run: RunState): RuntimeStatePaper['phase'] {
+function phaseOf(run: RunState): RuntimeStatePaper['phase'] {
   const s = run.settlement;
   if (s === null) return 'ready';
   return s.kind === 'suspended' ? 'suspended' : s.kind;

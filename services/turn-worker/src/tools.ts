@@ -60,7 +60,7 @@ export function builtinTool(name: string, spec: FleetTool, deps: { timing: (task
 }
 
 /** How an invocation ended, as `tool finished` reports it. */
-export type ToolOutcome = 'ok' | 'tool_error' | 'threw' | 'aborted';
+type ToolOutcome = 'ok' | 'tool_error' | 'threw' | 'aborted';
 
 /**
  * `tool` with its invocations logged (see the header). `caseOf` names the case of a running

@@ -33,7 +33,7 @@
  *                       nothing of that turn runs again; a redelivered message is an inbox duplicate.
  */
 import { appendFileSync } from 'node:fs';
-import { EverdictError, isEverdictError } from '@everdict/contracts';
+import { isEverdictError } from '@everdict/contracts';
 import { runTurn } from '@everdict/agent-runtime';
 import type { CallRecord, KernelClock, KernelDeps, RunContext, RunState, TurnResult } from '@everdict/agent-runtime';
 import type { ModelClient } from '@everdict/llm';
@@ -234,9 +234,4 @@ async function noteRouteHealth(env: TurnEnv, tr: TaskRun, result: TurnResult): P
   if (ok === null || env.routeHealth.get(route) === ok) return;
   env.routeHealth.set(route, ok);
   await reportRouteHealth(env.store.db, route, ok).catch((err: unknown) => env.logger.warn({ route, err: String(err) }, 'route health not recorded'));
-}
-
-/** A fresh EverdictError for a task whose state says it cannot run (defensive). */
-export function notRunnable(taskId: string, why: string): EverdictError {
-  return new EverdictError('task_not_runnable', `task ${taskId} cannot run: ${why}`, { details: { taskId } });
 }

@@ -11,7 +11,7 @@ import { newPaper } from '@everdict/store';
 import type { Db, NewPaper } from '@everdict/store';
 import { readPermittedPaper } from './paperAccess.js';
 
-export const RESULT_SCHEMA = 'everdict/tool-result-full.v1';
+const RESULT_SCHEMA = 'everdict/tool-result-full.v1';
 
 export interface PlacedChild {
   readonly childTaskId: string;

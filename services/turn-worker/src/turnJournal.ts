@@ -24,14 +24,14 @@ import type { CrashPoints } from './crashpoints.js';
 import { RestoreFailure } from './statePaper.js';
 import type { Versions } from './versions.js';
 
-export const PAPER_SCHEMAS = {
+const PAPER_SCHEMAS = {
   modelRequest: 'everdict/model-request.v1',
   modelResponse: 'everdict/model-response.v1',
   toolRequest: 'everdict/tool-request.v1',
   toolResult: 'everdict/tool-result.v1',
 } as const;
 
-export interface TurnScope {
+interface TurnScope {
   readonly store: Store;
   /** Group commit shared by the process's running turns. */
   readonly committer: JournalCommitter;
@@ -59,7 +59,7 @@ export interface PendingOutcome {
 }
 
 /** A call intent row and its request paper, ready for `writeTurn`. */
-export interface IntentRow {
+interface IntentRow {
   readonly call: NewCallIntent;
   readonly request: NewPaper;
 }

@@ -12,9 +12,11 @@
  *   finish       done|failed|…   task.finished (to the parent)   —             turn
  *   park         parked (+timer) —                               —             turn
  *   park alone   parked (+timer) —                               —             task_parked
- * A park "alone" is a transition without a turn of its own: a task parked before any turn ran
- * (restore failure, versions, a journal mismatch), or stopped at the checkpoint a turn already
- * wrote (a soft cancel). A park's question and answers (`ask`) are not in the value: they are
+ *   release alone open           task.runnable (retry, itself)   —             —
+ * A transition "alone" has no turn of its own: a task parked before any turn ran (restore
+ * failure, versions, a journal mismatch, a runtime fault) or stopped at the checkpoint a turn
+ * already wrote (a soft cancel); a task given back between two turns (a drain) or after a
+ * transient fault, to continue from its last checkpoint elsewhere. A park's question and answers (`ask`) are not in the value: they are
  * placed in the unit of work before it, and their ids come in as park detail.
  */
 import { budgetExhausted, newId } from '@everdict/contracts';
@@ -35,6 +37,8 @@ import { versionsHash } from './versions.js';
 import type { Versions } from './versions.js';
 
 export type ParkTransition = Extract<Transition, { kind: 'park' }>;
+/** What a write without a turn of its own can do to the task. */
+export type AloneTransition = ParkTransition | Extract<Transition, { kind: 'release' }>;
 
 /** The task a write is for, under the fence epoch it writes with. */
 export interface WriteSubject {
@@ -74,7 +78,7 @@ export interface TurnProduct {
 
 export type TurnWriteInput =
   | { readonly subject: WriteSubject; readonly transition: Transition; readonly product: TurnProduct }
-  | { readonly subject: WriteSubject; readonly transition: ParkTransition; readonly product: null };
+  | { readonly subject: WriteSubject; readonly transition: AloneTransition; readonly product: null };
 
 export interface TurnCommit {
   /** Executed as it is: by the group commit, or by a unit of work after the turn's placements. */
@@ -128,7 +132,7 @@ export function nextIntent(agent: AgentRequestSource, next: RunState): { row: Re
   return { row, record: { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null } };
 }
 
-/** The turn write: one value for everything the turn (or a park alone) leaves durable. */
+/** The turn write: one value for everything the turn (or a transition alone) leaves durable. */
 export function turnWrite(input: TurnWriteInput): TurnCommit {
   const { subject, transition } = input;
   const { task, epoch } = subject;
@@ -142,7 +146,8 @@ export function turnWrite(input: TurnWriteInput): TurnCommit {
         completions: [],
         intents: [],
         checkpoint: null,
-        ledger: { recordId: newId(), kind: 'task_parked', body: { taskId: task.id, epoch, transition: transitionLabel(t), reason: t.reason, detail: t.detail } },
+        // A hand-back changes nothing the case's history needs: the next holder's turns say it.
+        ledger: t.kind === 'park' ? { recordId: newId(), kind: 'task_parked', body: { taskId: task.id, epoch, transition: transitionLabel(t), reason: t.reason, detail: t.detail } } : null,
         ...release,
       },
       transition,

@@ -10,12 +10,11 @@ import type { RouteIdentity } from '@everdict/llm';
 import type { ToolDescriptor } from '@everdict/contracts';
 
 /** This runtime's version, recorded with every call and checkpoint. */
-export const RUNTIME_VERSION = '0.1.0';
+const RUNTIME_VERSION = '0.1.0';
 
 export type Versions = RuntimeStateVersions;
 
-export const VERSION_FIELDS = ['profile', 'prompt', 'route', 'runtime', 'tools'] as const;
-export type VersionField = (typeof VERSION_FIELDS)[number];
+export type VersionField = 'profile' | 'prompt' | 'route' | 'runtime' | 'tools';
 export type VersionDecision = 'continue' | 'park';
 export type VersionPolicy = Readonly<Record<VersionField, VersionDecision>>;
 
@@ -23,7 +22,7 @@ export type VersionPolicy = Readonly<Record<VersionField, VersionDecision>>;
 export const DEFAULT_VERSION_POLICY: VersionPolicy = Object.freeze({ profile: 'park', prompt: 'park', route: 'continue', runtime: 'continue', tools: 'park' });
 
 /** The hash of the tool schemas exactly as the model is shown them. */
-export function toolSchemaHash(descriptors: readonly Pick<ToolDescriptor, 'name' | 'description' | 'inputSchema'>[]): string {
+function toolSchemaHash(descriptors: readonly Pick<ToolDescriptor, 'name' | 'description' | 'inputSchema'>[]): string {
   return payloadHash(descriptors.map((d) => ({ name: d.name, description: d.description, inputSchema: d.inputSchema })));
 }
 

@@ -28,7 +28,7 @@ import { runActivation } from './activation.js';
 import type { ActivationEnv, Claim } from './activation.js';
 import type { Catalog } from './catalog.js';
 import type { CrashPoints } from './crashpoints.js';
-import { sendRunnable } from './envelopes.js';
+import { parkWithoutTurn, releaseWithoutTurn } from './commit.js';
 import { turnWorkerHandlers } from './handlers.js';
 import { prewriteFirstIntent } from './firstIntent.js';
 import { LeaseKeeper } from './leases.js';
@@ -252,15 +252,8 @@ export class TurnWorker {
     const retryable = isEverdictError(err) && err.retryable;
     this.opts.logger.error({ taskId: task.id, err: isEverdictError(err) ? { code: err.code, message: err.message } : String(err) }, retryable ? 'turn failed transiently; releasing the task' : 'turn failed; parking the task');
     try {
-      await this.opts.store.unitOfWork(async (uow) => {
-        if (retryable) {
-          await uow.transitionTask(token, { state: 'open' });
-          await sendRunnable(uow, task, 'retry', task, token);
-        } else {
-          await uow.transitionTask(token, { state: 'parked', parkReason: 'capability_gap', parkDetail: { kind: 'runtime_error', code: isEverdictError(err) ? err.code : 'internal', message: String((err as Error)?.message ?? err).slice(0, 300) } });
-          await uow.appendLedger(task.case_id, { kind: 'task_parked', body: { taskId: task.id, reason: 'capability_gap', kind: 'runtime_error' } });
-        }
-      });
+      if (retryable) await releaseWithoutTurn(this.opts.store, claim);
+      else await parkWithoutTurn(this.opts, claim, 'capability_gap', { kind: 'runtime_error', code: isEverdictError(err) ? err.code : 'internal', message: String((err as Error)?.message ?? err).slice(0, 300) });
     } catch (inner) {
       // Most likely the lease is gone too; the sweeper makes the task runnable when it expires.
       this.opts.logger.warn({ taskId: task.id, err: String(inner) }, 'could not hand the failed task back');

@@ -50,7 +50,7 @@ export interface ProposalTurn {
   readonly ledger: ProposalLedger[];
 }
 
-export interface ProposeDeps {
+interface ProposeDeps {
   readonly db: Db;
   /** The fleet config in force (connectors, profiles). */
   readonly fleet: () => Pick<FleetConfig, 'connectors' | 'profiles'>;

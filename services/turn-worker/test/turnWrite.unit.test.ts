@@ -178,6 +178,14 @@ describe('turnWrite: one value per turn commit', () => {
     });
   });
 
+  it('a release alone (a drain or a transient fault) gives the lease back with one task.runnable and no record', () => {
+    const { write, transition, prewritten } = turnWrite({ subject, transition: { kind: 'release' }, product: null });
+    expect(transition).toEqual({ kind: 'release' });
+    expect(prewritten).toBeNull();
+    expect(write).toMatchObject({ papers: [], completions: [], intents: [], checkpoint: null, ledger: null, transition: { state: 'open', parkReason: null, parkDetail: null, wakeAfterMs: null } });
+    expect((write.outbox ?? []).map((o) => [o.type, (JSON.parse(o.body.toString('utf8')) as { payload: unknown }).payload])).toEqual([['task.runnable', { taskId: task.id, reason: 'retry' }]]);
+  });
+
   it('allocates every write its own ledger record id (a redo of the same write keeps it)', () => {
     const a = turnWrite({ subject, transition: { kind: 'continue' }, product: product() }).write.ledger!;
     const b = turnWrite({ subject, transition: { kind: 'continue' }, product: product() }).write.ledger!;

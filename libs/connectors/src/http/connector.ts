@@ -27,11 +27,11 @@ import { renderReceiptLookup, renderRequest, reviewHttpConfig } from './render.j
 import type { HttpAttempt, HttpExchange } from './transport.js';
 import { sendHttp } from './transport.js';
 
-export const HTTP_CONNECTOR_KIND = 'http-service';
+const HTTP_CONNECTOR_KIND = 'http-service';
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
-export interface HttpServiceConnectorOptions {
+interface HttpServiceConnectorOptions {
   /** The exchange function; defaults to a real request over node:http(s). */
   readonly send?: (exchange: HttpExchange) => Promise<HttpAttempt>;
 }
@@ -129,7 +129,7 @@ export class HttpServiceConnector implements Connector {
 }
 
 /** The capability description of an HTTP-service configuration. */
-export function describeHttp(config: HttpServiceConfig): ConnectorCapability {
+function describeHttp(config: HttpServiceConfig): ConnectorCapability {
   const hashOf = (op: HttpOperationConfig) => templateHash(HTTP_CONNECTOR_KIND, { method: op.method, path: op.path, body: op.body ?? null, params: op.params });
   const operations: OperationCapability[] = config.operations
     .filter((op) => op.kind === 'mutate')

@@ -15,15 +15,15 @@ const BODY_PLACEHOLDER = /^\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}$/;
 const CONNECTOR_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
 const OPERATION_NAME = /^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$/;
 const EFFECT_CLASS = /^[a-z][a-z0-9_-]{0,63}$/;
-export const IDEMPOTENCY_KEY_PLACEHOLDER = 'idempotencyKey';
+const IDEMPOTENCY_KEY_PLACEHOLDER = 'idempotencyKey';
 // Headers that carry call identity or framing; static config must not be able to override them.
 const RESERVED_HEADERS = /^(idempotency-key|everdict-.*|content-length|content-type|host)$/i;
 
-export function pathPlaceholders(path: string): string[] {
+function pathPlaceholders(path: string): string[] {
   return [...path.matchAll(PATH_PLACEHOLDER)].map((m) => m[1] ?? '');
 }
 
-export function bodyPlaceholders(body: JsonValue | undefined): string[] {
+function bodyPlaceholders(body: JsonValue | undefined): string[] {
   if (body === undefined || body === null) return [];
   if (typeof body === 'string') {
     const m = BODY_PLACEHOLDER.exec(body);
@@ -34,7 +34,7 @@ export function bodyPlaceholders(body: JsonValue | undefined): string[] {
   return [];
 }
 
-export function renderPath(path: string, values: Readonly<Record<string, string | number | boolean | undefined>>): string {
+function renderPath(path: string, values: Readonly<Record<string, string | number | boolean | undefined>>): string {
   return path.replace(PATH_PLACEHOLDER, (_m, name: string) => {
     const value = values[name];
     if (value === undefined) throw new EverdictError('unbound_placeholder', `path placeholder {${name}} has no bound value`, { details: { path: name } });
@@ -42,7 +42,7 @@ export function renderPath(path: string, values: Readonly<Record<string, string 
   });
 }
 
-export function renderBody(body: JsonValue, params: EffectParams): JsonValue {
+function renderBody(body: JsonValue, params: EffectParams): JsonValue {
   if (typeof body === 'string') {
     const name = BODY_PLACEHOLDER.exec(body)?.[1];
     if (name === undefined) return body;
@@ -55,7 +55,7 @@ export function renderBody(body: JsonValue, params: EffectParams): JsonValue {
   return body;
 }
 
-export interface RenderedRequest {
+interface RenderedRequest {
   readonly method: HttpMethod;
   readonly url: URL;
   readonly body?: string;

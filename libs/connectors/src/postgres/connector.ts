@@ -38,7 +38,7 @@ import { DEFAULT_RECEIPTS_TABLE, claimReceipt, completeReceipt, createReceiptsTa
 import type { CompiledTemplate } from './template.js';
 import { TemplateError, bindTemplate, compileTemplate } from './template.js';
 
-export const POSTGRES_CONNECTOR_KIND = 'postgres-estate';
+const POSTGRES_CONNECTOR_KIND = 'postgres-estate';
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 const DEFAULT_MAX_READ_ROWS = 1000;

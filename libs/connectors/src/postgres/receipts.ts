@@ -9,7 +9,7 @@
  */
 import { sqlCheckList } from '@everdict/contracts';
 
-export const RECEIPT_OUTCOMES = ['applied', 'not_applied'] as const;
+const RECEIPT_OUTCOMES = ['applied', 'not_applied'] as const;
 export type ReceiptOutcome = (typeof RECEIPT_OUTCOMES)[number];
 
 export const DEFAULT_RECEIPTS_TABLE = 'everdict_receipts';
@@ -37,7 +37,7 @@ export function isValidReceiptsTable(name: string): boolean {
 }
 
 /** The table name, quoted per part. Only names that pass `isValidReceiptsTable` reach here. */
-export function quoteTable(name: string): string {
+function quoteTable(name: string): string {
   if (!isValidReceiptsTable(name)) throw new RangeError('receipts table name is not a plain identifier');
   return name
     .split('.')

@@ -7,7 +7,7 @@ import type { EffectParams } from '@everdict/contracts';
 import type { ParamType } from '../params.js';
 
 /** The Postgres type each declared parameter type is cast to. */
-export const PG_CASTS: Readonly<Record<ParamType, string>> = {
+const PG_CASTS: Readonly<Record<ParamType, string>> = {
   string: 'text',
   integer: 'int8',
   number: 'numeric',

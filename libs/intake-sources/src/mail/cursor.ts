@@ -58,7 +58,7 @@ export interface SelectedMailbox {
 /** Where a never-seen mailbox starts: only mail arriving from now on, or everything in it. */
 export type StartAt = 'new' | 'all';
 
-export type ResumeDecision =
+type ResumeDecision =
   | { kind: 'continue'; cursor: MailboxCursor }
   | { kind: 'baseline'; cursor: MailboxCursor }
   | { kind: 'rebaseline'; reason: 'uidvalidity_changed' | 'uid_regressed'; previous: MailboxCursor; cursor: MailboxCursor };
@@ -88,7 +88,7 @@ export function planResume(stored: MailboxCursor | null, selected: SelectedMailb
   };
 }
 
-export type UidAction = { uid: number; action: 'ingest' | 'pass' };
+type UidAction = { uid: number; action: 'ingest' | 'pass' };
 
 /**
  * Which of the UIDs found above the cursor are ingested and which are passed over. Pure.

@@ -128,14 +128,14 @@ export interface MailboxMonitorOptions {
 }
 
 /** A session failure the monitor recovers from by reconnecting. */
-export class MailboxSessionError extends EverdictError {
+class MailboxSessionError extends EverdictError {
   constructor(code: string, mailbox: string, message: string, cause?: unknown) {
     super(code, `${mailbox}: ${message}`, { retryable: true, cause, details: { mailbox } });
   }
 }
 
 /** A safe, short description of any error: its code and name, never its payload. */
-export function imapErrorCode(err: unknown): string {
+function imapErrorCode(err: unknown): string {
   if (err !== null && typeof err === 'object') {
     const e = err as { code?: unknown; name?: unknown; authenticationFailed?: unknown };
     if (e.authenticationFailed === true) return 'AUTHENTICATIONFAILED';

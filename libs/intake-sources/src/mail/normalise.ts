@@ -21,7 +21,7 @@ export interface ParsedMailFields {
 }
 
 /** Where the message sits on the server and how it was fetched. */
-export interface MailCoordinates {
+interface MailCoordinates {
   account: string;
   mailbox: string;
   uidValidity: number;

@@ -6,15 +6,13 @@
 import { EverdictError } from '@everdict/contracts';
 
 /** Why a request's authenticity was refused (→ 401). */
-export const SIGNATURE_REFUSALS = [
-  'missing_signature',
-  'malformed_signature',
-  'signature_mismatch',
-  'missing_timestamp',
-  'malformed_timestamp',
-  'stale_timestamp',
-] as const;
-export type SignatureRefusal = (typeof SIGNATURE_REFUSALS)[number];
+type SignatureRefusal =
+  | 'missing_signature'
+  | 'malformed_signature'
+  | 'signature_mismatch'
+  | 'missing_timestamp'
+  | 'malformed_timestamp'
+  | 'stale_timestamp';
 
 /** The request is not provably from the configured sender. HTTP 401. */
 export class WebhookUnauthenticated extends EverdictError {

@@ -14,7 +14,7 @@ import { WebhookInvalidPayload } from './errors.js';
 import { headerValue } from './signature.js';
 import type { HeaderBag } from './signature.js';
 
-export type IdSource = { pointer: string } | { header: string };
+type IdSource = { pointer: string } | { header: string };
 
 export interface GenericMapping {
   kind: 'generic';
@@ -34,12 +34,12 @@ export interface GithubIssuesMapping {
 
 export type WebhookMapping = GenericMapping | GithubIssuesMapping;
 
-export type MappedTicket =
+type MappedTicket =
   | { kind: 'ticket'; deliveryId: string; title: string; body: string; customer?: string; url?: string; event?: string }
   | { kind: 'ignored'; reason: string };
 
-export const GITHUB_EVENT_HEADER = 'x-github-event';
-export const GITHUB_DELIVERY_HEADER = 'x-github-delivery';
+const GITHUB_EVENT_HEADER = 'x-github-event';
+const GITHUB_DELIVERY_HEADER = 'x-github-delivery';
 const MAX_ID_CHARS = 500;
 
 /** Checks a mapping once, at configuration time (pointers parse, headers are names). */

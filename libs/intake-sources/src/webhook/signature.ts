@@ -34,11 +34,11 @@ export type SignatureScheme =
 /** Node's IncomingHttpHeaders shape, or any plain header map. Lookup is case-insensitive. */
 export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
 
-export const GITHUB_SIGNATURE_HEADER = 'x-hub-signature-256';
-export const DEFAULT_TIMESTAMP_TOLERANCE_SECONDS = 300;
+const GITHUB_SIGNATURE_HEADER = 'x-hub-signature-256';
+const DEFAULT_TIMESTAMP_TOLERANCE_SECONDS = 300;
 const DIGEST_BYTES = 32;
 /** Below this a shared secret is guessable; configs with shorter secrets are refused. */
-export const MIN_SECRET_LENGTH = 16;
+const MIN_SECRET_LENGTH = 16;
 
 type HeaderLookup = { kind: 'absent' } | { kind: 'ambiguous' } | { kind: 'value'; value: string };
 

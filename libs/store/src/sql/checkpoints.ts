@@ -72,8 +72,3 @@ export function selectRestorePoint(taskId: string, caseId: string): Sql {
     values: [taskId, caseId],
   };
 }
-
-/** All checkpoint turns of a task, ascending (gap checks, operators). */
-export function selectCheckpointTurns(taskId: string): Sql {
-  return { text: 'SELECT turn, fence_epoch, state_hash FROM turn_checkpoints WHERE task_id = $1::uuid ORDER BY turn', values: [taskId] };
-}

@@ -10,7 +10,7 @@ import type { Sql } from '../db.js';
  * proposing task at this turn number, which no agent turn reaches (turns count up from 0), so
  * a turn's restore never meets an executor call. Ordinals count up within the lane.
  */
-export const EXECUTOR_TURN = 2_147_483_647;
+const EXECUTOR_TURN = 2_147_483_647;
 
 export interface DispatchRow {
   grant_id: string;
@@ -37,10 +37,6 @@ export function insertDispatch(d: { grantId: string; gateId: string; caseId: str
         RETURNING grant_id`,
     values: [d.grantId, d.gateId, d.caseId, d.taskId],
   };
-}
-
-export function selectDispatch(grantId: string, lock = false): Sql {
-  return { text: `SELECT * FROM effect_dispatches WHERE grant_id = $1::uuid${lock ? ' FOR UPDATE' : ''}`, values: [grantId] };
 }
 
 export function selectDispatchByCall(callId: string): Sql {
@@ -291,8 +287,4 @@ export function releaseStaleOutbox(graceMs: number, limit: number): Sql {
         RETURNING o.seq`,
     values: [graceMs, limit],
   };
-}
-
-export function dbNow(): Sql {
-  return { text: 'SELECT now() AS now' };
 }

@@ -53,14 +53,6 @@ export interface CaseQuestionRow {
   customer: string;
 }
 
-export interface MailboxCursorRow {
-  uid_validity: string;
-  last_uid: string;
-  watermark: string | null;
-  rescan_since: string | null;
-  rescan_through: string | null;
-}
-
 const CASE_COLUMNS = 'id, case_type, state, origin_key, customer, title, objective, stop_mode, created_at, updated_at';
 
 export function selectCase(caseId: string): Sql {

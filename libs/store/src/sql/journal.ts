@@ -98,7 +98,7 @@ export interface OutboxWrite {
   readonly body: Buffer;
 }
 
-export interface JournalWrite {
+interface JournalWrite {
   readonly papers: readonly NewPaper[];
   /** Outcomes of open calls (response papers among `papers`). */
   readonly completions: readonly CallCompletion[];
@@ -403,14 +403,5 @@ export function selectTurnCalls(taskId: string, turn: number): Sql {
             WHERE c.task_id = $1::uuid AND c.turn = $2::int
             ORDER BY c.ordinal`,
     values: [taskId, turn],
-  };
-}
-
-/** The call journal of a task in order (for operators and tests; no bytes). */
-export function selectTaskCalls(taskId: string): Sql {
-  return {
-    text: `SELECT id, turn, ordinal, kind, tool_name, status, fence_epoch, request_hash, response_hash, route, versions, created_at, completed_at
-             FROM runtime_calls WHERE task_id = $1::uuid ORDER BY turn, ordinal`,
-    values: [taskId],
   };
 }
