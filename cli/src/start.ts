@@ -58,7 +58,7 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
       }
       const inputs = nodeInputs(plan);
       const started: StartedService[] = [];
-      for (const s of plan.services) started.push(await s.def.start(ctx, substrate, inputs, s.values));
+      for (const s of plan.services) started.push(await s.module.start(ctx, substrate, inputs, s.values, s.prepared));
       await afterServices();
 
       const reload = fleetReloader({
@@ -107,7 +107,6 @@ function nodeInputs(plan: NodePlan): NodeInputs {
       if (!plan.connectors) throw new Error('connectors were not opened for this node'); // the plan opens them for every service that needs them
       return Promise.resolve(plan.connectors);
     },
-    intakeSources: plan.intakeSources,
     crash: plan.crash,
     databaseUrl: plan.values.databaseUrl,
     amqpUrl: plan.values.amqpUrl,

@@ -14,7 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FleetConfig } from '@everdict/contracts';
-import { openCaseWithRootTask } from '@everdict/turn-worker';
+import { openTestCase } from '../turns/helpers.js';
 import { TOKENS, agentConnectors, effectsFixture, eventually, fleetConfig, proposeCredit, type EffectsFixture } from './helpers.js';
 
 let f: EffectsFixture;
@@ -48,8 +48,8 @@ describe('a turn-worker killed mid-proposal', () => {
     const doomed = await f.start({ services: SERVICES, env: { ...env, EVERDICT_CRASHPOINT: `${point}:1` }, mayCrash: true });
     const account = 'acct-crash';
     const before = f.target.applies.get(account) ?? 0;
-    const opened = await openCaseWithRootTask(f.store, config, { caseType: 'writer', originKey: `crash-${point}`, customer: 'acme', objective: 'credit' });
-    const taskId = opened.taskId!;
+    const opened = await openTestCase(f.store, config, { caseType: 'writer', originKey: `crash-${point}`, objective: 'credit' });
+    const taskId = opened.taskId;
     expect((await doomed.exited).signal).toBe('SIGKILL');
 
     const node = await f.start({ services: SERVICES, env });

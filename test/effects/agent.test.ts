@@ -17,7 +17,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FleetConfig } from '@everdict/contracts';
-import { openCaseWithRootTask } from '@everdict/turn-worker';
+import { openTestCase } from '../turns/helpers.js';
 import { TOKENS, agentConnectors, proposeCredit as credit, effectsFixture, eventually, fleetConfig, type EffectsFixture, type ServiceProc } from './helpers.js';
 
 let f: EffectsFixture;
@@ -97,8 +97,7 @@ afterAll(async () => {
 });
 
 async function open(caseType: string) {
-  const opened = await openCaseWithRootTask(f.store, config, { caseType, originKey: `agent-${caseType}-${Math.random()}`, customer: 'acme', objective: 'handle the ticket' });
-  return { caseId: opened.caseId, taskId: opened.taskId! };
+  return openTestCase(f.store, config, { caseType, originKey: `agent-${caseType}-${Math.random()}`, objective: 'handle the ticket' });
 }
 
 async function task(taskId: string) {

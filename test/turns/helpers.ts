@@ -16,7 +16,7 @@ import { deleteTopology, loadTopology } from '@everdict/bus';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { TEST_AMQP_URL, TEST_DATABASE_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
-import { openCaseWithRootTask } from '@everdict/turn-worker';
+import { openCase } from '@everdict/intake';
 
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 
@@ -155,8 +155,7 @@ export async function turnsFixture(label: string, config: FleetConfig): Promise<
       return w;
     },
     async openCase(caseType, objective) {
-      const opened = await openCaseWithRootTask(store, fx.config, { caseType, originKey: `${label}-${Math.random()}`, customer: 'acme', objective });
-      return { caseId: opened.caseId, taskId: opened.taskId! };
+      return openTestCase(store, fx.config, { caseType, objective, originKey: `${label}-${Math.random()}` });
     },
     async sendAs(type, caseId, payload, sender = 'operator') {
       const envelope = buildEnvelope(
@@ -201,3 +200,15 @@ export function modelAsks(path: string): { taskId: string; turn: number; route: 
 }
 
 export { eventually, TEST_DATABASE_URL };
+
+/**
+ * Opens a case exactly as intake's case API does (intake's `openCase`: the case with its case
+ * type's scope, the root task under its root profile and budget, its task.runnable and the
+ * `case_opened` record, in one unit of work), for customer `acme`.
+ */
+export async function openTestCase(store: Store, config: FleetConfig, c: { caseType: string; objective: string; originKey: string }): Promise<{ caseId: string; taskId: string }> {
+  const arrival = { source: 'api' as const, originKey: c.originKey, customer: 'acme', title: c.objective, body: '', receivedAt: new Date().toISOString(), attachments: [], raw: { kind: 'api' as const, principal: 'test', clientKey: c.originKey } };
+  const opened = await openCase(store, config, { arrival, caseType: c.caseType, customer: 'acme', principal: 'test' });
+  if (!opened.rootTaskId) throw new Error(`origin key ${c.originKey} was opened before`);
+  return { caseId: opened.caseId, taskId: opened.rootTaskId };
+}

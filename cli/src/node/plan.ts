@@ -13,16 +13,13 @@ import { loadTopology } from '@everdict/bus';
 import type { Topology } from '@everdict/bus';
 import { fleetConnectorProblems, openConnectors } from '@everdict/connectors';
 import type { ConnectorSet, ConnectorsFile } from '@everdict/connectors';
-import { loadIntakeSources } from '@everdict/intake';
-import type { IntakeSources } from '@everdict/intake';
-import { runtimeSettings } from '@everdict/turn-worker';
 import { BASE_ENV, ConfigError, FleetConfigError, collectEnv, crash, envVar, loadFleetConfig, parseString } from '@everdict/service-kit';
 import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
 import { demoConnectorsFile } from '../demoNotes.js';
 import { embeddedSettings, nodeMode } from '../embedded.js';
 import type { EmbeddedSettings } from '../embedded.js';
 import { FLEET_SERVICES, SERVICE_DEFS } from './services.js';
-import type { FleetService, Requirement, ServiceDef } from './services.js';
+import type { FleetService, Requirement, ServiceDef, ServiceModule } from './services.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -46,7 +43,10 @@ export type NodeValues = EnvValues<typeof NODE_ENV> & EnvValues<typeof BASE_ENV>
 
 export interface PlannedService {
   readonly def: ServiceDef;
+  readonly module: ServiceModule;
   readonly values: Record<string, unknown>;
+  /** What the service's `prepare` read from its files. */
+  readonly prepared: unknown;
 }
 
 export interface NodePlan {
@@ -58,13 +58,12 @@ export interface NodePlan {
   readonly loaded: LoadedFleetConfig;
   /** Opened (and checked against the fleet config) when a service needs connectors. */
   readonly connectors: ConnectorSet | undefined;
-  readonly intakeSources: IntakeSources | undefined;
   readonly crash: crash.CrashPoints<string>;
   readonly topology: Topology;
   /**
-   * Postgres pool size: runtime.dbPoolSize (default 4) for a turn-worker process — its hot path
-   * is group-committed over two connections; a process running any other service keeps at
-   * least 10 (claims, API reads and sweeps run side by side).
+   * Postgres pool size: the largest any of the node's services wants — runtime.dbPoolSize
+   * (default 4) for the turn-worker, whose hot path is group-committed over two connections; 10
+   * for the others (claims, API reads and sweeps run side by side).
    */
   readonly poolSize: number;
   /** Embedded mode: the data folder, config and demo connectors in use. */
@@ -164,7 +163,9 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   const chosen = selectServices(requested, has, mode);
   problems.push(...chosen.problems);
   const { services: defs, skipped } = chosen;
-  const services = defs.map((def) => ({ def, values: collectEnv(def.env, env, problems) as Record<string, unknown> }));
+  // Only the selected services' code is loaded (services.ts says why).
+  const modules = await Promise.all(defs.map((def) => def.load()));
+  const chosenEnv = defs.map((def, i) => ({ def, module: modules[i]!, values: collectEnv(modules[i]!.env, env, problems) as Record<string, unknown> }));
 
   let loaded: LoadedFleetConfig | undefined;
   if (configPath !== undefined && defs.length > 0) {
@@ -174,20 +175,11 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
       problems.push(...fileProblems('EVERDICT_CONFIG', err));
     }
   }
-
-  let intakeSources: IntakeSources | undefined;
-  const sourcesPath = services.find((s) => s.def.name === 'intake')?.values['sourcesPath'] as string | undefined;
-  if (sourcesPath !== undefined) {
-    try {
-      intakeSources = loadIntakeSources(sourcesPath, env);
-    } catch (err) {
-      problems.push(...fileProblems('EVERDICT_INTAKE_SOURCES', err));
-    }
-  }
+  const services: PlannedService[] = chosenEnv.map((s) => ({ ...s, prepared: s.module.prepare?.(s.values as never, env, problems) }));
 
   let crashPoints: crash.CrashPoints<string> = crash.noCrashPoints;
   if (values.crashSpec !== undefined) {
-    const points = defs.flatMap((d) => d.crashPoints);
+    const points = modules.flatMap((m) => m.crashPoints);
     if (points.length === 0 && defs.length > 0) {
       problems.push({ name: 'EVERDICT_CRASHPOINT', reason: `no service of this node has crash points (${defs.map((d) => d.name).join(', ')}); the turn-worker and the execution-coordinator do` });
     } else if (points.length > 0) {
@@ -222,7 +214,6 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
     await connectors?.close();
     throw new ConfigError(problems);
   }
-  const onlyTurnWorker = defs.length === 1 && defs[0]!.name === 'turn-worker';
   return {
     mode,
     services,
@@ -230,10 +221,9 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
     values,
     loaded: loaded!,
     connectors,
-    intakeSources,
     crash: crashPoints,
     topology: topology!,
-    poolSize: onlyTurnWorker ? runtimeSettings(loaded!.config).dbPoolSize : Math.max(runtimeSettings(loaded!.config).dbPoolSize, 10),
+    poolSize: Math.max(...modules.map((m) => m.poolSize?.(loaded!) ?? 10)),
     embedded,
   };
 }

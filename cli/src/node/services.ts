@@ -1,19 +1,17 @@
 /**
- * The service table of `everdict start`: for each of the five services, what it needs from the
- * environment and the files, its own variables, its crash points and how it is started on a
- * substrate. This is the only place a service is composed onto a process — compose, the
- * embedded node, the test fleets and the benchmarks all run through it.
+ * The service table of `everdict start`: for each of the five services, what it needs, its own
+ * variables, its crash points, what it reads from files, and how it is started on a substrate.
+ * This is the only place a service is composed onto a process — compose, the embedded node, the
+ * test fleets and the benchmarks all run through it.
+ *
+ * A service's code is loaded only when the node runs it (`load`): a turn-worker process does not
+ * carry intake's mail stack or the coordinator's connectors in its heap, which a small
+ * semi-space turns into GC time on every turn.
  */
 import { writeFileSync } from 'node:fs';
-import { COORDINATOR_CRASH_POINTS, COORDINATOR_ENV, startExecutionCoordinator } from '@everdict/execution-coordinator';
 import type { ConnectorSet } from '@everdict/connectors';
-import { GATE_ENV, startGate } from '@everdict/gate';
-import { INTAKE_ENV, startIntake } from '@everdict/intake';
-import type { IntakeSources } from '@everdict/intake';
 import type { Substrate } from '@everdict/host';
-import { RECONCILER_ENV, reconcilerOptionsFromEnv, startReconciler } from '@everdict/reconciler';
-import type { EnvSpec, EnvValues, LoadedFleetConfig, ServiceContext, crash } from '@everdict/service-kit';
-import { CRASH_POINTS, TURN_WORKER_ENV, startTurnWorker } from '@everdict/turn-worker';
+import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig, ServiceContext, crash } from '@everdict/service-kit';
 
 export const FLEET_SERVICES = ['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler'] as const;
 export type FleetService = (typeof FLEET_SERVICES)[number];
@@ -21,13 +19,13 @@ export type FleetService = (typeof FLEET_SERVICES)[number];
 /** A file-backed input a service cannot run without, named by the variable that points at it. */
 export type Requirement = 'EVERDICT_CONFIG' | 'EVERDICT_CONNECTORS';
 
+type Env = Readonly<Record<string, string | undefined>>;
+
 /** What the node hands every service: validated before the substrate opened. */
 export interface NodeInputs {
-  /** The fleet config of the moment: SIGHUP swaps it (see reload.ts). */
   readonly loaded: LoadedFleetConfig;
-  /** Opened once, when the first service asks; closed by the node's drain. */
+  /** Opened and checked against the fleet config by the plan; closed by the node's drain. */
   connectors(): Promise<ConnectorSet>;
-  readonly intakeSources: IntakeSources | undefined;
   /** Crash injection for fault tests (EVERDICT_CRASHPOINT), shared by every service's points. */
   readonly crash: crash.CrashPoints<string>;
   readonly databaseUrl: string | undefined;
@@ -39,80 +37,124 @@ export interface StartedService {
   replaceFleet?(next: LoadedFleetConfig): void;
 }
 
-export interface ServiceDef<S extends EnvSpec = EnvSpec> {
-  readonly name: FleetService;
-  readonly needs: readonly Requirement[];
+/** A service's code, once loaded. `P` is what `prepare` read from the files its variables name. */
+export interface ServiceModule<S extends EnvSpec = EnvSpec, P = unknown> {
   /** The service's own variables (defaults documented on each). */
   readonly env: S;
   readonly crashPoints: readonly string[];
-  start(ctx: ServiceContext, substrate: Substrate, inputs: NodeInputs, values: EnvValues<S>): Promise<StartedService>;
+  /** Reads and checks the service's own files; every problem names its variable. */
+  prepare?(values: EnvValues<S>, env: Env, problems: ConfigProblem[]): P;
+  /** Postgres connections the service wants for a process of its own (default 10). */
+  poolSize?(fleet: LoadedFleetConfig): number;
+  start(ctx: ServiceContext, substrate: Substrate, inputs: NodeInputs, values: EnvValues<S>, prepared: P): Promise<StartedService>;
 }
 
-const define = <S extends EnvSpec>(def: ServiceDef<S>): ServiceDef => def as unknown as ServiceDef;
+export interface ServiceDef {
+  readonly name: FleetService;
+  readonly needs: readonly Requirement[];
+  load(): Promise<ServiceModule>;
+}
+
+const module = <S extends EnvSpec, P>(m: ServiceModule<S, P>): ServiceModule => m as unknown as ServiceModule;
 
 export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
-  intake: define({
+  intake: {
     name: 'intake',
     needs: ['EVERDICT_CONFIG'],
-    env: INTAKE_ENV,
-    crashPoints: [],
-    async start(ctx, substrate, inputs) {
-      const intake = await startIntake(ctx, substrate, inputs.loaded.config, {
-        ...(inputs.intakeSources ? { sources: inputs.intakeSources } : {}),
-        ...(inputs.databaseUrl ? { databaseUrl: inputs.databaseUrl } : {}),
-        ...(inputs.amqpUrl ? { amqpUrl: inputs.amqpUrl } : {}),
+    async load() {
+      const { INTAKE_ENV, loadIntakeSources, startIntake } = await import('@everdict/intake');
+      return module({
+        env: INTAKE_ENV,
+        crashPoints: [],
+        prepare(v, env, problems) {
+          if (v.sourcesPath === undefined) return undefined;
+          try {
+            return loadIntakeSources(v.sourcesPath, env);
+          } catch (err) {
+            problems.push({ name: 'EVERDICT_INTAKE_SOURCES', reason: err instanceof Error ? err.message : String(err) });
+            return undefined;
+          }
+        },
+        async start(ctx, substrate, inputs, _v, sources) {
+          const intake = await startIntake(ctx, substrate, inputs.loaded.config, {
+            ...(sources ? { sources } : {}),
+            ...(inputs.databaseUrl ? { databaseUrl: inputs.databaseUrl } : {}),
+            ...(inputs.amqpUrl ? { amqpUrl: inputs.amqpUrl } : {}),
+          });
+          return { replaceFleet: (next) => intake.replaceFleet(next.config) };
+        },
       });
-      return { replaceFleet: (next) => intake.replaceFleet(next.config) };
     },
-  }),
-  'turn-worker': define({
+  },
+  'turn-worker': {
     name: 'turn-worker',
     needs: ['EVERDICT_CONFIG'],
-    env: TURN_WORKER_ENV,
-    crashPoints: CRASH_POINTS,
-    async start(ctx, substrate, inputs, v) {
-      const running = await startTurnWorker(ctx, substrate, inputs.loaded, {
-        crash: inputs.crash,
-        modelLog: v.modelLog ?? null,
-        ...(v.workerName ? { workerName: v.workerName } : {}),
-        keepSamples: v.benchSamples !== undefined,
+    async load() {
+      const { CRASH_POINTS, TURN_WORKER_ENV, runtimeSettings, startTurnWorker } = await import('@everdict/turn-worker');
+      return module({
+        env: TURN_WORKER_ENV,
+        crashPoints: CRASH_POINTS,
+        poolSize: (fleet) => runtimeSettings(fleet.config).dbPoolSize,
+        async start(ctx, substrate, inputs, v) {
+          const running = await startTurnWorker(ctx, substrate, inputs.loaded, {
+            crash: inputs.crash,
+            modelLog: v.modelLog ?? null,
+            ...(v.workerName ? { workerName: v.workerName } : {}),
+            keepSamples: v.benchSamples !== undefined,
+          });
+          if (v.benchSamples) {
+            const file = v.benchSamples;
+            // Written once the drain has finished every turn (the exit after the last hook).
+            process.once('exit', () => writeFileSync(file, JSON.stringify(running.metrics.samples ?? [])));
+          }
+          return { replaceFleet: (next) => running.replaceFleet(next) };
+        },
       });
-      if (v.benchSamples) {
-        const file = v.benchSamples;
-        // Written once the drain has finished every turn (the exit after the last hook).
-        process.once('exit', () => writeFileSync(file, JSON.stringify(running.metrics.samples ?? [])));
-      }
-      return { replaceFleet: (next) => running.replaceFleet(next) };
     },
-  }),
-  gate: define({
+  },
+  gate: {
     name: 'gate',
     needs: ['EVERDICT_CONFIG'],
-    env: GATE_ENV,
-    crashPoints: [],
-    async start(ctx, substrate, inputs, v) {
-      const gate = await startGate(ctx, substrate, inputs.loaded.config, { grantTtlMs: v.grantTtlMs, gateTtlMs: v.gateTtlMs });
-      return { replaceFleet: (next) => gate.replaceFleet(next.config) };
+    async load() {
+      const { GATE_ENV, startGate } = await import('@everdict/gate');
+      return module({
+        env: GATE_ENV,
+        crashPoints: [],
+        async start(ctx, substrate, inputs, v) {
+          const gate = await startGate(ctx, substrate, inputs.loaded.config, { grantTtlMs: v.grantTtlMs, gateTtlMs: v.gateTtlMs });
+          return { replaceFleet: (next) => gate.replaceFleet(next.config) };
+        },
+      });
     },
-  }),
-  'execution-coordinator': define({
+  },
+  'execution-coordinator': {
     name: 'execution-coordinator',
     needs: ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
-    env: COORDINATOR_ENV,
-    crashPoints: COORDINATOR_CRASH_POINTS,
-    async start(ctx, substrate, inputs, v) {
-      await startExecutionCoordinator(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), crash: inputs.crash, leaseMs: v.leaseMs, pollMs: v.pollMs });
-      return {};
+    async load() {
+      const { COORDINATOR_CRASH_POINTS, COORDINATOR_ENV, startExecutionCoordinator } = await import('@everdict/execution-coordinator');
+      return module({
+        env: COORDINATOR_ENV,
+        crashPoints: COORDINATOR_CRASH_POINTS,
+        async start(ctx, substrate, inputs, v) {
+          await startExecutionCoordinator(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), crash: inputs.crash, leaseMs: v.leaseMs, pollMs: v.pollMs });
+          return {};
+        },
+      });
     },
-  }),
-  reconciler: define({
+  },
+  reconciler: {
     name: 'reconciler',
     needs: ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
-    env: RECONCILER_ENV,
-    crashPoints: [],
-    async start(ctx, substrate, inputs, v) {
-      await startReconciler(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), ...reconcilerOptionsFromEnv(v) });
-      return {};
+    async load() {
+      const { RECONCILER_ENV, reconcilerOptionsFromEnv, startReconciler } = await import('@everdict/reconciler');
+      return module({
+        env: RECONCILER_ENV,
+        crashPoints: [],
+        async start(ctx, substrate, inputs, v) {
+          await startReconciler(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), ...reconcilerOptionsFromEnv(v) });
+          return {};
+        },
+      });
     },
-  }),
+  },
 };

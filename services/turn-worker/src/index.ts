@@ -18,7 +18,6 @@ export * from './metrics.js';
 export * from './notes.js';
 export * from './paperAccess.js';
 export * from './questions.js';
-export * from './seed.js';
 export * from './service.js';
 export * from './settings.js';
 export * from './statePaper.js';
