@@ -2,9 +2,10 @@
  * Turning one model reply into ONE action document (DESIGN §5 step 5). The whole document is
  * validated before anything runs: arguments that are not JSON, a document the schema rejects,
  * an unregistered tool, or arguments a tool's schema rejects make the document invalid, and
- * then NOTHING in it executes. Every call still gets a typed outcome the model can act on.
+ * then NOTHING in it executes. Every call still gets a typed outcome the model can act on, and
+ * is journalled with it like any other call.
  */
-import { describeViolations, schemaValidator, schemaViolations, type ActionDocument, type KernelRefusal } from '@everdict/contracts';
+import { describeViolations, schemaValidator, schemaViolations, type ActionDocument, type KernelRefusal, type ToolCallAction } from '@everdict/contracts';
 import type { ModelOutput } from '@everdict/llm';
 import type { ToolRegistry } from './registry.js';
 
@@ -19,7 +20,15 @@ export interface ActionProblem {
 
 type DecodedActions =
   | { readonly ok: true; readonly document: ActionDocument }
-  | { readonly ok: false; readonly problems: readonly ActionProblem[] };
+  | {
+      readonly ok: false;
+      readonly problems: readonly ActionProblem[];
+      /**
+       * The calls as the model sent them, in its order (arguments null when not JSON): what each
+       * withheld call's journal row records as its request.
+       */
+      readonly actions: readonly ToolCallAction[];
+    };
 
 /** The refusal each problem is reported with. */
 export const PROBLEM_REFUSAL: Readonly<Record<ActionProblemKind, KernelRefusal>> = {
@@ -67,6 +76,6 @@ export function decodeActionDocument(output: ModelOutput, registry: ToolRegistry
     const argProblems = registry.argumentProblems(a.tool, a.arguments);
     if (argProblems.length > 0) problems.push({ callId: a.callId, kind: 'invalid_arguments', detail: argProblems.slice(0, 5).join('; ') });
   }
-  if (problems.length > 0) return { ok: false, problems };
+  if (problems.length > 0) return { ok: false, problems, actions: actions as ToolCallAction[] };
   return { ok: true, document: candidate as ActionDocument };
 }

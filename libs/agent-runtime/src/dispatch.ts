@@ -1,12 +1,17 @@
 /**
- * Runs the calls of one valid action document (DESIGN §5 step 6). Each call is journalled
- * under task + turn + ordinal with its id allocated before dispatch, then passes the gates in
+ * Runs the calls of one action document (DESIGN §5 step 6). Each call has its id allocated
+ * before any decision and is journalled under task + turn + ordinal, after passing the gates in
  * this order, each consumed verbatim from contracts:
+ *   0. the document itself               — a call of a rejected document runs no further
  *   1. authorizeToolInvocation (K1/K2)   — scope; forbidden beats everything
  *   2. modeAdmitsInvocation (K7)         — shadow mode captures instead of invoking
  *   3. permissionRequired → hook (K3)    — writes and consent-requiring reads only
- * A withheld call is reported as a tool_result with isError and its refusal (K8). Independent
- * declared reads run in parallel; everything else runs in recorded order.
+ * Gates 0–2 are the kernel's own decisions: a call they withhold is journalled already settled
+ * (`refused` / `shadowed`) and travels with the turn's other outcomes. A call that passes them
+ * is journalled as an open intent, durable before the hook is asked or the handler runs.
+ * Every withheld call is reported as a tool_result with isError and its refusal (K8) and is a
+ * journal row like any other. Independent declared reads run in parallel; everything else runs
+ * in recorded order.
  */
 import {
   authorizeToolInvocation,
@@ -38,10 +43,19 @@ interface DispatchResult {
   readonly deferredChildren: number;
 }
 
+/** Why a call of a rejected action document is withheld: the refusal the model is told. */
+export interface DocumentRefusal {
+  readonly refusal: KernelRefusal;
+  readonly detail: string;
+}
+
 interface Slot {
   readonly action: ToolCallAction;
   readonly ordinal: number;
-  readonly descriptor: ToolDescriptor;
+  /** undefined only in a rejected document: the model named a tool it was not offered. */
+  readonly descriptor: ToolDescriptor | undefined;
+  /** Non-null: the document was rejected and this call is withheld with this answer. */
+  readonly rejected: DocumentRefusal | null;
 }
 
 const record = (content: string, outcome: ToolOutcome, refusal: KernelRefusal | null = null, effect: IntrinsicEffect | null = null, offloadedRef: string | null = null): ToolCallRecord => ({
@@ -64,17 +78,20 @@ async function offload(ports: KernelPorts, taskId: string, callId: string, conte
   };
 }
 
-/** Gates and runs one call whose journal intent is open. Never throws for tool behaviour. */
-async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState, slot: Slot, callId: string, events: KernelEvent[]): Promise<ToolCallRecord> {
-  const { action, descriptor } = slot;
+/** Gates 0–2: the kernel's answer to a call it withholds on sight, or null when the call goes on. */
+function withheldOnSight(ctx: RunContext, slot: Slot): ToolCallRecord | null {
+  if (slot.rejected !== null) return withheld(slot.rejected.refusal, 'invalid', slot.rejected.detail);
+  const descriptor = slot.descriptor as ToolDescriptor;
   const authorization = authorizeToolInvocation(descriptor, ctx.envelope);
   if (!authorization.allowed) return withheld(authorization.refusal, 'refused', `(tool ${descriptor.name})`);
+  if (!modeAdmitsInvocation(descriptor, ctx.mode)) return withheld('shadow_denied', 'shadow_denied', `(tool ${descriptor.name})`);
+  return null;
+}
 
-  if (!modeAdmitsInvocation(descriptor, ctx.mode)) {
-    events.push({ type: 'shadow_intent', turn: state.turn, callId, tool: descriptor.name, arguments: action.arguments });
-    return withheld('shadow_denied', 'shadow_denied', `(tool ${descriptor.name})`);
-  }
-
+/** Gate 3 and the handler, for a call gates 0–2 admitted whose journal intent is open. Never throws for tool behaviour. */
+async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState, slot: Slot, callId: string, events: KernelEvent[]): Promise<ToolCallRecord> {
+  const { action } = slot;
+  const descriptor = slot.descriptor as ToolDescriptor;
   const need = permissionRequired(descriptor);
   if (need.required) {
     const decision = ports.permission
@@ -113,37 +130,61 @@ async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState
   return record(stored.content, outcome, null, null, stored.ref);
 }
 
-/** Journals, gates and runs one call; replays a recorded outcome instead of running again. */
+const outcomeOf = (rec: ToolCallRecord) => ({ status: callStatusForOutcome(rec.outcome), response: rec, responseHash: payloadHash(rec) });
+
+/** Journals, gates and runs one call; replays a recorded outcome instead of deciding again. */
 async function settleCall(ports: KernelPorts, ctx: RunContext, state: RunState, slot: Slot, events: KernelEvent[]): Promise<{ rec: ToolCallRecord; callId: string; replayed: boolean }> {
-  const request = { tool: slot.action.tool, arguments: slot.action.arguments };
+  const { action, descriptor } = slot;
+  const request = { tool: action.tool, arguments: action.arguments };
   const key = { taskId: ctx.taskId, turn: state.turn, ordinal: slot.ordinal };
   const fresh = ports.newId();
-  const journalled = await ports.journal.recordIntent({ ...key, callId: fresh, kind: 'tool', name: slot.descriptor.name, request, requestHash: payloadHash(request) });
+  const intent = { ...key, callId: fresh, kind: 'tool' as const, name: action.tool, request, requestHash: payloadHash(request) };
+  const onSight = withheldOnSight(ctx, slot);
+  const journalled = onSight === null ? await ports.journal.recordIntent(intent) : await ports.journal.recordWithheld(intent, outcomeOf(onSight));
   const callId = journalled.callId;
-  if (journalled.status !== 'intent') return { rec: journalled.response as ToolCallRecord, callId, replayed: true };
+  if (journalled.status !== 'intent') {
+    if (callId !== fresh || onSight === null) return { rec: journalled.response as ToolCallRecord, callId, replayed: true };
+    // Withheld just now (a replay shows nothing new): shadow mode reports what was captured.
+    if (onSight.outcome === 'shadow_denied') events.push({ type: 'shadow_intent', turn: state.turn, callId, tool: action.tool, arguments: action.arguments });
+    return { rec: onSight, callId, replayed: false };
+  }
 
   let rec: ToolCallRecord;
-  if (callId !== fresh && slot.descriptor.access !== 'read' && slot.descriptor.outcomeAtomic !== true) {
+  const mayHaveLanded = descriptor === undefined || (descriptor.access !== 'read' && descriptor.outcomeAtomic !== true);
+  if (callId !== fresh && mayHaveLanded) {
     // An earlier attempt of this write started and left no outcome: it may have landed.
     // Reads are safe to repeat; a write is never dispatched twice on a guess. (A write whose
-    // effect commits only with its outcome left nothing behind: it runs again.)
-    rec = withheld('outcome_unknown', 'unknown', `(tool ${slot.descriptor.name})`);
+    // effect commits only with its outcome left nothing behind: it runs again.) A name the
+    // registry no longer knows is treated as a write.
+    rec = withheld('outcome_unknown', 'unknown', `(tool ${action.tool})`);
   } else {
-    rec = await decideAndRun(ports, ctx, state, slot, callId, events);
+    // An open intent a withheld call finds was opened by an earlier attempt: it settles here.
+    rec = onSight ?? (await decideAndRun(ports, ctx, state, slot, callId, events));
   }
-  await ports.journal.recordOutcome({ ...key, callId }, { status: callStatusForOutcome(rec.outcome), response: rec, responseHash: payloadHash(rec) });
+  await ports.journal.recordOutcome({ ...key, callId }, outcomeOf(rec));
   return { rec, callId, replayed: false };
 }
 
-const parallelSafe = (d: ToolDescriptor) => d.access === 'read' && d.independent === true && !isIntrinsic(d);
+const parallelSafe = ({ descriptor: d, rejected }: Slot) => rejected === null && d !== undefined && d.access === 'read' && d.independent === true && !isIntrinsic(d);
 
-export async function dispatchActions(ports: KernelPorts, ctx: RunContext, state: RunState, actions: readonly ToolCallAction[], events: KernelEvent[]): Promise<DispatchResult> {
-  const slots: Slot[] = actions.map((action, i) => ({ action, ordinal: i + 1, descriptor: ports.tools.descriptor(action.tool) as ToolDescriptor }));
+/**
+ * `rejected` (by index of `actions`) is given for a rejected action document: every call of it
+ * is withheld with its refusal, and none is judged further.
+ */
+export async function dispatchActions(
+  ports: KernelPorts,
+  ctx: RunContext,
+  state: RunState,
+  actions: readonly ToolCallAction[],
+  events: KernelEvent[],
+  rejected: readonly DocumentRefusal[] | null = null,
+): Promise<DispatchResult> {
+  const slots: Slot[] = actions.map((action, i) => ({ action, ordinal: i + 1, descriptor: ports.tools.descriptor(action.tool), rejected: rejected?.[i] ?? null }));
   // Consecutive independent reads form one parallel batch; every other call is its own batch.
   const batches: Slot[][] = [];
   for (const slot of slots) {
     const last = batches.at(-1);
-    if (last && parallelSafe(slot.descriptor) && parallelSafe(last[0]!.descriptor)) last.push(slot);
+    if (last && parallelSafe(slot) && parallelSafe(last[0]!)) last.push(slot);
     else batches.push([slot]);
   }
   let current = state;
@@ -159,7 +200,7 @@ export async function dispatchActions(ports: KernelPorts, ctx: RunContext, state
       if (rec.effect?.kind === 'child' && rec.effect.deferred) deferredChildren++;
       if (rec.outcome === 'ok' || rec.outcome === 'tool_error') executed++;
       const isError = outcomeIsError(rec.outcome);
-      events.push({ type: 'tool_result', turn: state.turn, callId, ordinal: slot.ordinal, tool: slot.descriptor.name, isError, outcome: rec.outcome, refusal: rec.refusal, replayed, offloadedRef: rec.offloadedRef });
+      events.push({ type: 'tool_result', turn: state.turn, callId, ordinal: slot.ordinal, tool: slot.action.tool, isError, outcome: rec.outcome, refusal: rec.refusal, replayed, offloadedRef: rec.offloadedRef });
       messages.push({ role: 'tool', callId: slot.action.callId, name: slot.action.tool, content: rec.content, isError });
     });
   }

@@ -33,6 +33,14 @@ export class InMemoryJournal implements Journal {
     this.records.set(keyOf(key), { ...rec, status: outcome.status, response: outcome.response, responseHash: outcome.responseHash });
   }
 
+  async recordWithheld(intent: CallIntent, outcome: CallOutcome): Promise<CallRecord> {
+    const existing = this.records.get(keyOf(intent));
+    if (existing !== undefined) return existing;
+    const rec: CallRecord = { ...intent, status: outcome.status, response: outcome.response, responseHash: outcome.responseHash };
+    this.records.set(keyOf(intent), rec);
+    return rec;
+  }
+
   /** All records in journal order (task, turn, ordinal). */
   all(): CallRecord[] {
     return [...this.records.values()].sort((a, b) => a.taskId.localeCompare(b.taskId) || a.turn - b.turn || a.ordinal - b.ordinal);

@@ -62,6 +62,14 @@ export interface Journal {
   recordIntent(intent: CallIntent): Promise<CallRecord>;
   recordOutcome(key: JournalKey & { readonly callId: string }, outcome: CallOutcome): Promise<void>;
   /**
+   * A call the kernel withholds on its own decision (the action document, scope, shadow mode),
+   * recorded already settled: nothing runs, so no open intent has to be durable before it. The
+   * first-intent rule holds: a record already under the key is returned unchanged — what the
+   * journal holds is the answer, never re-decided. The outcome is durable no later than the
+   * turn's other outcomes.
+   */
+  recordWithheld(intent: CallIntent, outcome: CallOutcome): Promise<CallRecord>;
+  /**
    * Optional: `payloadHash(requestDoc)` of a model request document `{ route, request }`, from a
    * journal that can compute it cheaper (e.g. from cached canonical forms of the messages, which
    * every turn's request repeats). It MUST equal payloadHash of the same document; absent, the

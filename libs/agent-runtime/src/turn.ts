@@ -5,10 +5,10 @@
  * commits both with the checkpoint. Running the same turn again from the same state replays
  * the journal instead of repeating any call.
  */
-import { budgetExhausted, EverdictError, refusalText, type BudgetDimension, type ParkReason } from '@everdict/contracts';
+import { budgetExhausted, EverdictError, refusalText, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest } from '@everdict/llm';
 import { decodeActionDocument, PROBLEM_REFUSAL } from './action-document.js';
-import { dispatchActions } from './dispatch.js';
+import { dispatchActions, type DocumentRefusal } from './dispatch.js';
 import type { KernelEvent } from './events.js';
 import { resolvePorts, type KernelDeps, type KernelPorts } from './kernel-ports.js';
 import { journaledModelCall } from './model-call.js';
@@ -97,29 +97,34 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
   };
 
   const decoded = decodeActionDocument(reply.output, ports.tools);
+  let actions: readonly ToolCallAction[];
+  let rejected: DocumentRefusal[] | null = null;
   if (!decoded.ok) {
-    // Nothing in an invalid document runs; every call still gets an answer the model can use.
+    // Nothing in an invalid document runs; every call still gets an answer the model can use,
+    // and a journal row that records it (dispatch withholds each one on sight).
     events.push({ type: 'action_rejected', turn: state.turn, problems: decoded.problems });
     const docLevel = decoded.problems.filter((p) => p.callId === null);
-    const feedback: ChatMessage[] = reply.output.toolCalls.map((c, i) => {
-      const own = decoded.problems.find((p) => p.callId === c.callId);
-      const refusal = own ? PROBLEM_REFUSAL[own.kind] : 'invalid_action_document';
-      const detail = own ? `(${own.detail})` : docLevel.length > 0 ? `(${docLevel.map((p) => p.detail).join('; ')})` : '(another call in this response was invalid)';
-      events.push({ type: 'tool_result', turn: state.turn, callId: c.callId, ordinal: i + 1, tool: c.name, isError: true, outcome: 'invalid', refusal, replayed: false, offloadedRef: null });
-      return { role: 'tool', callId: c.callId, name: c.name, content: refusalText(refusal, detail), isError: true };
+    if (decoded.actions.length === 0) {
+      const feedback: ChatMessage = { role: 'user', content: refusalText('invalid_action_document', `(${docLevel.map((p) => p.detail).join('; ')})`) };
+      next = { ...next, messages: [...next.messages, feedback], turn: state.turn + 1 };
+      return { state: charge(next), events, settlement: null };
+    }
+    actions = decoded.actions;
+    rejected = actions.map((a) => {
+      const own = decoded.problems.find((p) => p.callId === a.callId);
+      if (own) return { refusal: PROBLEM_REFUSAL[own.kind], detail: `(${own.detail})` };
+      return { refusal: 'invalid_action_document', detail: docLevel.length > 0 ? `(${docLevel.map((p) => p.detail).join('; ')})` : '(another call in this response was invalid)' };
     });
-    if (feedback.length === 0) feedback.push({ role: 'user', content: refusalText('invalid_action_document', `(${docLevel.map((p) => p.detail).join('; ')})`) });
-    next = { ...next, messages: [...next.messages, ...feedback], turn: state.turn + 1 };
-    return { state: charge(next), events, settlement: null };
+  } else {
+    const { document } = decoded;
+    if (document.actions.length === 0) {
+      next = { ...next, turn: state.turn + 1, settlement: { kind: 'completed', result: document.text } };
+      return settled(charge(next), events);
+    }
+    actions = document.actions;
   }
 
-  const { document } = decoded;
-  if (document.actions.length === 0) {
-    next = { ...next, turn: state.turn + 1, settlement: { kind: 'completed', result: document.text } };
-    return settled(charge(next), events);
-  }
-
-  const dispatched = await dispatchActions(ports, ctx, next, document.actions, events);
+  const dispatched = await dispatchActions(ports, ctx, next, actions, events, rejected);
   next = {
     ...dispatched.state,
     messages: [...dispatched.state.messages, ...dispatched.messages],

@@ -23,7 +23,9 @@ describe('one action document: all or nothing', () => {
     expect(crm_get.calls).toEqual([]);
     expect(crm_update.calls).toEqual([]);
     expect(h.permission.requests).toEqual([]);
-    expect(h.journal.all().filter((c) => c.kind === 'tool')).toEqual([]);
+    // Every withheld call is a journal row, settled `refused` with the answer the model got.
+    const rows = h.journal.all().filter((c) => c.kind === 'tool');
+    expect(rows.map((c) => [c.ordinal, c.name, c.status])).toEqual(('toolCalls' in step ? (step.toolCalls ?? []) : []).map((c, i) => [i + 1, c.name, 'refused']));
     const rejected = r.events.find((e) => e.type === 'action_rejected');
     expect(rejected?.type === 'action_rejected' && rejected.problems.map((p) => p.kind)).toContain(problem);
     // Every call got a typed, attributable answer the model can act on.
@@ -34,6 +36,8 @@ describe('one action document: all or nothing', () => {
     const fed = r.state.messages.filter((m) => m.role === 'tool');
     expect(fed).toHaveLength(2);
     expect(fed.every((m) => m.role === 'tool' && isKernelRefusal(m.content))).toBe(true);
+    expect(rows.map((c) => (c.response as { content: string }).content)).toEqual(fed.map((m) => m.content));
+    expect(results.map((e) => e.callId)).toEqual(rows.map((c) => c.callId));
     // The loop went on: the model saw the outcome and answered.
     expect(r.settlement).toEqual({ kind: 'completed', result: 'fixed it' });
   });

@@ -21,6 +21,8 @@ export const REFUSAL_REASONS = [
   'missing_expected_count',
   'invalid_idempotency_key',
   'dry_run_unsupported',
+  /** An ad-hoc read whose query is not a verified read-only SELECT (the message names why). */
+  'unverified_read',
 ] as const;
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
 

@@ -45,6 +45,22 @@ describe('the connector set', () => {
     await expect(openConnectors({ connectors: [notes, notes] }).catch(configPath)).resolves.toBe('/connectors/notes');
   });
 
+  it('refuses a Postgres read template that is not a verified read when the file is opened, before any contact', async () => {
+    // Nothing listens on port 9: contact would fail as a connection error, not as a review problem.
+    const estate = {
+      kind: 'postgres',
+      url: 'postgres://nobody@127.0.0.1:9/none',
+      installReceipts: true,
+      name: 'estate',
+      target: { system: 'db', environment: 'test' },
+      templates: [{ name: 'ids.next', kind: 'read', sql: "SELECT nextval('ids')", params: {} }],
+    } as const;
+    await expect(openConnectors({ connectors: [notes, estate] })).rejects.toMatchObject({
+      code: 'invalid_connector_config',
+      details: { problems: ['template "ids.next": not a verified read: calls function nextval, which is not in the allowed functions'] },
+    });
+  });
+
   it('names every difference between the fleet config and the connectors built', async () => {
     const set = await openConnectors({ connectors: [notes] });
     const fleet = (operations: NonNullable<FleetConfig['connectors']>[string]): Pick<FleetConfig, 'connectors'> => ({ connectors: { notes: operations } });

@@ -8,7 +8,10 @@
  *                                  calls, committed BEFORE any of them runs (later batches
  *                                  commit their intents the same way before they run);
  *   C3  tool outcomes            → buffered here and written by the turn's write, with the
- *                                  checkpoint and outbox (turnWrite.ts), never before.
+ *                                  checkpoint and outbox (turnWrite.ts), never before. A call
+ *                                  the kernel withheld on sight (rejected document, scope,
+ *                                  shadow mode) has no C2 intent: its row is inserted already
+ *                                  settled by this write, so a refusal costs no round trip.
  *
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
@@ -56,6 +59,11 @@ interface TurnScope {
 export interface PendingOutcome {
   readonly done: CallCompletion;
   readonly response: NewPaper;
+  /**
+   * A withheld call's row, inserted already settled by the same write (its `settled` is `done`);
+   * null when the call's intent is in the journal and `done` completes it.
+   */
+  readonly withheld: IntentRow | null;
 }
 
 /** A call intent row and its request paper, ready for `writeTurn`. */
@@ -108,6 +116,7 @@ export class TurnJournal implements Journal {
   private readonly records = new Map<number, CallRecord>();
   private modelOutcome: { record: CallRecord; outcome: CallOutcome; written: boolean } | null = null;
   private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome }[] = [];
+  private readonly withheldCalls: PendingOutcome[] = [];
   private queue: { intent: CallIntent; resolve: (r: CallRecord) => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
   /** The model request document last hashed, with its canonical JSON (its intent's paper bytes). */
@@ -166,11 +175,24 @@ export class TurnJournal implements Journal {
     this.toolOutcomes.push({ record: settled, outcome });
   }
 
-  /** Outcomes the turn's final unit of work must write (response papers + completions). */
+  async recordWithheld(intent: CallIntent, outcome: CallOutcome): Promise<CallRecord> {
+    this.checkKey(intent);
+    const existing = this.records.get(intent.ordinal);
+    if (existing) return existing;
+    const row = this.intentRow(intent);
+    const rec: CallRecord = { ...intent, requestHash: row.request.contentHash, status: outcome.status, response: outcome.response, responseHash: outcome.responseHash };
+    this.records.set(intent.ordinal, rec);
+    const pending = this.completion(rec, outcome);
+    this.withheldCalls.push({ ...pending, withheld: { call: { ...row.call, settled: pending.done }, request: row.request } });
+    return rec;
+  }
+
+  /** Outcomes the turn's final unit of work must write (response papers + completions, withheld rows). */
   pendingOutcomes(): PendingOutcome[] {
     const out: PendingOutcome[] = [];
     if (this.modelOutcome && !this.modelOutcome.written) out.push(this.completion(this.modelOutcome.record, this.modelOutcome.outcome));
     for (const t of this.toolOutcomes) out.push(this.completion(t.record, t.outcome));
+    out.push(...this.withheldCalls);
     return out;
   }
 
@@ -193,7 +215,8 @@ export class TurnJournal implements Journal {
   private kindOf(intent: CallIntent): NewCallIntent['kind'] {
     if (intent.ordinal === 0) return 'model';
     const d = this.scope.registry.descriptor(intent.name);
-    if (d?.intrinsic === true) return 'control';
+    // A name the registry does not hold reached nothing but the kernel, which answered it.
+    if (d === undefined || d.intrinsic === true) return 'control';
     return d?.access === 'write' ? 'effect' : 'read';
   }
 
@@ -233,6 +256,7 @@ export class TurnJournal implements Journal {
     return {
       done: { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass },
       response,
+      withheld: null,
     };
   }
 

@@ -19,7 +19,8 @@
  * transient fault, to continue from its last checkpoint elsewhere. A park's question and answers (`ask`) are not in the value: they are
  * placed in the unit of work before it, and their ids come in as park detail.
  */
-import { budgetExhausted, newId } from '@everdict/contracts';
+import { budgetExhausted, KERNEL_REFUSAL_CODES, newId } from '@everdict/contracts';
+import type { KernelRefusal } from '@everdict/contracts';
 import { modelRequestFor } from '@everdict/agent-runtime';
 import type { CallRecord, RunContext, RunState, ToolRegistry } from '@everdict/agent-runtime';
 import type { RouteIdentity } from '@everdict/llm';
@@ -132,6 +133,13 @@ export function nextIntent(agent: AgentRequestSource, next: RunState): { row: Re
   return { row, record: { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null } };
 }
 
+/** The kernel refusal a tool call's recorded response carries (null: none, or not a tool call). */
+function refusalOf(r: CallRecord): KernelRefusal | null {
+  if (r.kind !== 'tool' || r.response === null || typeof r.response !== 'object') return null;
+  const code = (r.response as { refusal?: unknown }).refusal;
+  return typeof code === 'string' && (KERNEL_REFUSAL_CODES as readonly string[]).includes(code) ? (code as KernelRefusal) : null;
+}
+
 /** The turn write: one value for everything the turn (or a transition alone) leaves durable. */
 export function turnWrite(input: TurnWriteInput): TurnCommit {
   const { subject, transition } = input;
@@ -159,9 +167,9 @@ export function turnWrite(input: TurnWriteInput): TurnCommit {
   const model = p.calls.find((c) => c.ordinal === 0);
   return {
     write: {
-      papers: [...p.outcomes.map((o) => o.response), ...p.results, ...(state ? [state] : []), ...(intent ? [intent.row.request] : [])],
-      completions: p.outcomes.map((o) => o.done),
-      intents: intent ? [intent.row.call] : [],
+      papers: [...p.outcomes.flatMap((o) => (o.withheld ? [o.withheld.request, o.response] : [o.response])), ...p.results, ...(state ? [state] : []), ...(intent ? [intent.row.request] : [])],
+      completions: p.outcomes.filter((o) => o.withheld === null).map((o) => o.done),
+      intents: [...p.outcomes.flatMap((o) => (o.withheld ? [o.withheld.call] : [])), ...(intent ? [intent.row.call] : [])],
       checkpoint: state ? { turn: p.next.turn, statePaperId: state.id, stateHash: state.contentHash, contextHash: p.host.contextHash, versions: p.agent.versions } : null,
       ledger: {
         recordId: newId(),
@@ -176,7 +184,12 @@ export function turnWrite(input: TurnWriteInput): TurnCommit {
           stateHash: state?.contentHash ?? null,
           checkpointTurn: state ? p.next.turn : null,
           versions: versionsHash(p.agent.versions),
-          calls: p.calls.map((r) => ({ ordinal: r.ordinal, callId: r.callId, name: r.name, status: r.status })),
+          // A withheld call is listed with the refusal it was answered with: a call that did
+          // nothing still records what was checked.
+          calls: p.calls.map((r) => {
+            const refusal = refusalOf(r);
+            return { ordinal: r.ordinal, callId: r.callId, name: r.name, status: r.status, ...(refusal === null ? {} : { refusal }) };
+          }),
           children: [...p.children],
           plan: p.planRevision,
           transition: transitionLabel(transition),

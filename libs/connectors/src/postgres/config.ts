@@ -1,6 +1,8 @@
 /**
- * Configuration of a Postgres estate connector: reviewed SQL templates only. There is no way to
- * hand this connector free SQL; a name that is not declared here is refused before contact.
+ * Configuration of a Postgres estate connector: reviewed SQL templates, plus optionally one
+ * ad-hoc read operation (`select`) whose query is verified read-only on every call. A name that
+ * is not declared here is refused before contact, and so is any read that fails verification
+ * (see readonly.ts).
  */
 import type { TargetIdentity } from '../connector.js';
 import type { ParamSpec } from '../params.js';
@@ -12,6 +14,7 @@ export interface PgTemplateConfig {
   /**
    * One SQL statement with named parameters `:name` (casts `::type` are left alone). Each
    * parameter is sent as a typed bind value with an explicit cast; it never becomes SQL text.
+   * A `read` template must be a verified read-only SELECT (readonly.ts), checked at review.
    */
   readonly sql: string;
   readonly params: Readonly<Record<string, ParamSpec>>;
@@ -39,4 +42,34 @@ export interface PostgresEstateConfig {
   /** How long WhatLanded waits for an in-flight execution holding the same key, in ms. Default 5 000. */
   readonly lockTimeoutMs?: number;
   readonly templates: readonly PgTemplateConfig[];
+  /**
+   * Relations ("name" or "schema.name", as written in the SQL) that `read` templates may
+   * reference. Omitted = read templates are not restricted by relation (mutations never are).
+   */
+  readonly relations?: readonly string[];
+  /** Functions `read` templates may call beyond the built-in side-effect-free set. Default none. */
+  readonly allowedFunctions?: readonly string[];
+  /**
+   * Role every read runs as (`SET LOCAL ROLE`), so the database's own privileges bound what a
+   * read can see; the connecting user must be a member. Omitted = the connecting user.
+   */
+  readonly readRole?: string;
+  /** Registers the ad-hoc read `sql.select`. Omitted = no ad-hoc reads. */
+  readonly select?: PgSelectConfig;
+}
+
+/**
+ * The ad-hoc read `sql.select` taking `{ "query": string }`: one SELECT, verified per call
+ * against these lists before any connection is checked out.
+ */
+export interface PgSelectConfig {
+  /** The relations a query may reference. Required and non-empty. */
+  readonly relations: readonly string[];
+  /**
+   * Functions a query may call beyond the built-in side-effect-free set. The connector-level
+   * `allowedFunctions` does not apply here: ad-hoc queries get only what is named for them.
+   */
+  readonly allowedFunctions?: readonly string[];
+  /** The most rows a query returns before the read is refused as too large. Default 1000. */
+  readonly maxRows?: number;
 }

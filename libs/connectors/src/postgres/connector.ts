@@ -1,6 +1,11 @@
 /**
- * The Postgres estate connector: reviewed SQL templates only, each mutation executed atomically
+ * The Postgres estate connector: reviewed SQL templates, each mutation executed atomically
  * with its receipt in the TARGET database, so WhatLanded is conclusive (see receipts.ts).
+ *
+ * Reads are verified read-only, by three separate controls: the statement is a verified SELECT
+ * (readonly.ts: at review for a template, per call before any contact for `sql.select`); it
+ * runs in a READ ONLY transaction under the statement timeout; and, with `readRole`, as a role
+ * whose database privileges bound what it can see.
  *
  * Execute, in one target transaction:
  *   BEGIN → claim the receipt row for the idempotency key (a taken key returns the recorded
@@ -27,12 +32,14 @@ import type {
   ReadResult,
 } from '../connector.js';
 import { ConnectorRefused, ConnectorUnavailable } from '../errors.js';
-import type { ParamType } from '../params.js';
+import type { ParamSpec, ParamType } from '../params.js';
 import { paramSpecProblems } from '../params.js';
 import { templateHash } from '../template-hash.js';
 import type { Classified } from './classify.js';
 import { classifyCheckFailure, classifyExecuteFailure, classifyPriorReceipt, receiptFromRow, sqlState } from './classify.js';
 import type { PgTemplateConfig, PostgresEstateConfig } from './config.js';
+import type { ReadPolicy } from './readonly.js';
+import { declareVerifiedCursor, policyNameProblems, readOnlyProblem, readPolicy } from './readonly.js';
 import type { ReceiptRow, Statement } from './receipts.js';
 import { DEFAULT_RECEIPTS_TABLE, claimReceipt, completeReceipt, createReceiptsTable, isValidReceiptsTable, selectReceipt, setTransactionTimeouts } from './receipts.js';
 import type { CompiledTemplate } from './template.js';
@@ -42,6 +49,11 @@ const POSTGRES_CONNECTOR_KIND = 'postgres-estate';
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 const DEFAULT_MAX_READ_ROWS = 1000;
+/** The ad-hoc read a connector with `select` registers. */
+export const SELECT_OPERATION = 'sql.select';
+const MAX_QUERY_LENGTH = 10_000;
+const SELECT_CURSOR = 'everdict_select';
+const ROLE_NAME = /^[a-z_][a-z0-9_$]{0,62}$/;
 /** Rows a mutation's RETURNING clause may record in the receipt. */
 const MAX_RETURNED_ROWS = 100;
 const CONNECTOR_NAME = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -98,22 +110,43 @@ interface Template {
   readonly compiled: CompiledTemplate;
 }
 
+/** A configuration that passed review. */
+export interface ReviewedPostgres {
+  readonly templates: ReadonlyMap<string, Template>;
+  /** Present when the connector registers `sql.select`. */
+  readonly select?: { readonly policy: ReadPolicy; readonly maxRows: number };
+}
+
+/** A read ready to send: nothing about it is decided after contact. */
+interface PlannedRead {
+  readonly text: string;
+  readonly values: unknown[];
+  readonly maxRows: number;
+  /** Rows are fetched from this cursor, which `text` declares. */
+  readonly cursor?: string;
+}
+
 export class PostgresEstateConnector implements Connector {
   readonly name: string;
   private readonly capability: ConnectorCapability;
   private readonly templates: ReadonlyMap<string, Template>;
+  private readonly select: ReviewedPostgres['select'];
+  private readonly readRole: string | undefined;
   private readonly table: string;
   private readonly statementTimeoutMs: number;
   private readonly lockTimeoutMs: number;
 
   /** @throws EverdictError `invalid_connector_config` listing every problem with the templates. */
   constructor(config: PostgresEstateConfig, private readonly pool: PgPoolPort) {
-    this.templates = reviewPostgresConfig(config);
+    const reviewed = reviewPostgresConfig(config);
+    this.templates = reviewed.templates;
+    this.select = reviewed.select;
+    this.readRole = config.readRole;
     this.name = config.name;
     this.table = config.receiptsTable ?? DEFAULT_RECEIPTS_TABLE;
     this.statementTimeoutMs = config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
     this.lockTimeoutMs = config.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS;
-    this.capability = describePostgres(config, this.templates);
+    this.capability = describePostgres(config, reviewed);
   }
 
   describe(): ConnectorCapability {
@@ -134,9 +167,8 @@ export class PostgresEstateConnector implements Connector {
 
   async read(operation: string, params: EffectParams, ctx: ConnectorContext): Promise<ReadResult> {
     admitRead(this.capability, operation, params);
-    const template = this.template(operation);
-    const stmt = bindTemplate(template.compiled, params);
-    const maxRows = template.config.maxRows ?? DEFAULT_MAX_READ_ROWS;
+    const planned = this.planRead(operation, params);
+    const { maxRows } = planned;
     let client: Lease;
     try {
       client = await checkout(this.pool);
@@ -144,10 +176,12 @@ export class PostgresEstateConnector implements Connector {
       throw new ConnectorUnavailable(this.name, operation, 'no connection', err);
     }
     try {
-      // READ ONLY: the database itself refuses any write a read template might attempt.
+      // READ ONLY: the database itself refuses any write that verification could not see.
       await client.query('BEGIN READ ONLY');
+      if (this.readRole !== undefined) await client.query(`SET LOCAL ROLE "${this.readRole}"`);
       await run(client, setTransactionTimeouts(this.statementTimeoutMs, this.lockTimeoutMs));
-      const result = await client.query(stmt.text, stmt.values);
+      let result = await client.query(planned.text, planned.values);
+      if (planned.cursor !== undefined) result = await client.query(`FETCH FORWARD ${maxRows + 1} FROM ${planned.cursor}`);
       await client.query('COMMIT');
       client.release();
       if (result.rows.length > maxRows) {
@@ -301,6 +335,21 @@ export class PostgresEstateConnector implements Connector {
     }
   }
 
+  /**
+   * Decides, before contact, exactly what a read sends. `sql.select` verifies its query here:
+   * a query that is not a verified read is refused without a connection being checked out.
+   */
+  private planRead(operation: string, params: EffectParams): PlannedRead {
+    if (operation === SELECT_OPERATION && this.select !== undefined) {
+      const declared = declareVerifiedCursor(SELECT_CURSOR, String(params['query']), this.select.policy);
+      if ('problem' in declared) throw new ConnectorRefused(this.name, 'unverified_read', [{ path: '/params/query', message: declared.problem }]);
+      return { text: declared.text, values: [], maxRows: this.select.maxRows, cursor: SELECT_CURSOR };
+    }
+    const template = this.template(operation);
+    const stmt = bindTemplate(template.compiled, params);
+    return { text: stmt.text, values: stmt.values, maxRows: template.config.maxRows ?? DEFAULT_MAX_READ_ROWS };
+  }
+
   private template(name: string): Template {
     const template = this.templates.get(name);
     if (template === undefined) throw new ConnectorRefused(this.name, 'unregistered_operation', [{ path: '/operation', message: 'is not a registered template' }]);
@@ -328,19 +377,26 @@ function readFailure(connector: string, operation: string, err: unknown): Everdi
 }
 
 /**
- * Reviews the configuration once, at construction, and compiles every template.
+ * Reviews the configuration once, at construction — before any contact with the target — and
+ * compiles every template; every `read` template must be a verified read-only SELECT.
  *
  * @throws EverdictError `invalid_connector_config` listing every problem.
  */
-export function reviewPostgresConfig(config: PostgresEstateConfig): ReadonlyMap<string, Template> {
+export function reviewPostgresConfig(config: PostgresEstateConfig): ReviewedPostgres {
   const problems: string[] = [];
   if (!CONNECTOR_NAME.test(config.name)) problems.push('name must match ^[a-z][a-z0-9_-]*$');
   if (config.receiptsTable !== undefined && !isValidReceiptsTable(config.receiptsTable)) problems.push('receiptsTable must be a plain (optionally schema-qualified) lower-case identifier');
+  if (config.readRole !== undefined && (typeof config.readRole !== 'string' || !ROLE_NAME.test(config.readRole))) problems.push('readRole must be a plain lower-case role name');
+  const nameProblems = [...policyNameProblems('relations', config.relations), ...policyNameProblems('allowedFunctions', config.allowedFunctions)];
+  problems.push(...nameProblems);
+  const templatePolicy = readPolicy({ functions: config.allowedFunctions ?? [], ...(config.relations === undefined ? {} : { relations: config.relations }), parameters: true });
+  const select = reviewSelect(config, problems);
   const templates = new Map<string, Template>();
   for (const t of config.templates) {
     const where = `template ${JSON.stringify(t.name)}`;
     if (!OPERATION_NAME.test(t.name)) problems.push(`${where}: name is not a registrable operation name`);
     if (templates.has(t.name)) problems.push(`${where}: declared twice`);
+    if (t.name === SELECT_OPERATION) problems.push(`${where}: ${SELECT_OPERATION} is the ad-hoc read that \`select\` registers`);
     if (t.kind !== 'mutate' && t.kind !== 'read') problems.push(`${where}: kind must be mutate or read`);
     if (t.kind === 'mutate' && (t.effectClass === undefined || !EFFECT_CLASS.test(t.effectClass))) problems.push(`${where}: a mutation needs an effectClass`);
     if (t.expectedRows !== undefined && (t.kind !== 'mutate' || !Number.isSafeInteger(t.expectedRows) || t.expectedRows < 0)) {
@@ -357,6 +413,10 @@ export function reviewPostgresConfig(config: PostgresEstateConfig): ReadonlyMap<
       for (const name of Object.keys(t.params)) {
         if (!compiled.order.includes(name)) problems.push(`${where}: parameter ${name} is declared but not used`);
       }
+      if (t.kind === 'read' && nameProblems.length === 0) {
+        const problem = readOnlyProblem(compiled.text, templatePolicy);
+        if (problem !== undefined) problems.push(`${where}: not a verified read: ${problem}`);
+      }
       templates.set(t.name, { config: t, compiled });
     } catch (err) {
       if (!(err instanceof TemplateError)) throw err;
@@ -366,10 +426,29 @@ export function reviewPostgresConfig(config: PostgresEstateConfig): ReadonlyMap<
   if (problems.length > 0) {
     throw new EverdictError('invalid_connector_config', `connector ${config.name}: ${problems.join('; ')}`, { details: { connector: config.name, problems } });
   }
-  return templates;
+  return { templates, ...(select === undefined ? {} : { select }) };
 }
 
-function describePostgres(config: PostgresEstateConfig, templates: ReadonlyMap<string, Template>): ConnectorCapability {
+function reviewSelect(config: PostgresEstateConfig, problems: string[]): ReviewedPostgres['select'] {
+  const select = config.select;
+  if (select === undefined) return undefined;
+  const before = problems.length;
+  if (!Array.isArray(select.relations) || select.relations.length === 0) problems.push('select.relations must name at least one relation');
+  else problems.push(...policyNameProblems('select.relations', select.relations));
+  problems.push(...policyNameProblems('select.allowedFunctions', select.allowedFunctions));
+  if (select.maxRows !== undefined && (!Number.isSafeInteger(select.maxRows) || select.maxRows < 1)) problems.push('select.maxRows must be a positive integer');
+  if (problems.length > before) return undefined;
+  return {
+    policy: readPolicy({ functions: select.allowedFunctions ?? [], relations: select.relations, parameters: false }),
+    maxRows: select.maxRows ?? DEFAULT_MAX_READ_ROWS,
+  };
+}
+
+/** The one parameter of `sql.select`. */
+const SELECT_PARAMS: Readonly<Record<string, ParamSpec>> = { query: { type: 'string', minLength: 1, maxLength: MAX_QUERY_LENGTH } };
+
+function describePostgres(config: PostgresEstateConfig, reviewed: ReviewedPostgres): ConnectorCapability {
+  const { templates } = reviewed;
   const hashOf = (t: PgTemplateConfig) => templateHash(POSTGRES_CONNECTOR_KIND, { sql: t.sql, params: t.params, expectedRows: t.expectedRows ?? null });
   const all = [...templates.values()].map((t) => t.config);
   const operations: OperationCapability[] = all
@@ -384,6 +463,9 @@ function describePostgres(config: PostgresEstateConfig, templates: ReadonlyMap<s
       expectedCounts: { rows: t.expectedRows ?? null },
     }));
   const readOperations: ReadOperationCapability[] = all.filter((t) => t.kind === 'read').map((t) => ({ name: t.name, params: t.params, templateHash: hashOf(t) }));
+  if (reviewed.select !== undefined && config.select !== undefined) {
+    readOperations.push({ name: SELECT_OPERATION, params: SELECT_PARAMS, templateHash: templateHash(POSTGRES_CONNECTOR_KIND, { select: config.select }) });
+  }
   return {
     connector: config.name,
     kind: POSTGRES_CONNECTOR_KIND,

@@ -32,6 +32,12 @@ export interface NewCallIntent {
   readonly requestHash: string;
   readonly route: string | null;
   readonly versions: unknown;
+  /**
+   * The outcome of a call the kernel withheld on its own decision: the row is inserted already
+   * settled (its response paper among the write's papers). Nothing ran, so no open intent had to
+   * be durable before it. Absent: the row is an open intent.
+   */
+  readonly settled?: Omit<CallCompletion, 'id' | 'route'>;
 }
 
 export interface CallCompletion {
@@ -144,7 +150,8 @@ export interface JournalWriteResult {
  * (`seq = expected - 1`); a part whose head moved writes nothing and is redone under the head
  * lock. At most one ledger record per case per statement (the caller guarantees it). Outcomes
  * never overwrite a settled call (except a failed model call, which produced no response);
- * intents never replace an existing one. A part may also release its lease (a transition) and
+ * intents never replace an existing one — neither does a withheld call inserted settled, so a
+ * journal row already under its key stays the answer. A part may also release its lease (a transition) and
  * enqueue outbox rows; the relay is notified at COMMIT, as UnitOfWork.enqueue does.
  *
  * Paper and outbox bytes travel in ONE binary bytea parameter ($2: every paper's and outbox
@@ -169,7 +176,19 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, ...place(p.bytes) }))),
     d: items.flatMap((it, idx) => it.completions.map((d) => ({ idx, id: d.id, status: d.status, paper_id: d.responsePaperId, response_hash: d.responseHash, route: d.route, outcome_class: d.outcomeClass }))),
     i: items.flatMap((it, idx) =>
-      it.intents.map((c) => ({ idx, id: c.id, turn: c.turn, ordinal: c.ordinal, kind: c.kind, tool_name: c.toolName, paper_id: c.requestPaperId, request_hash: c.requestHash, route: c.route, versions: c.versions ?? {} })),
+      it.intents.map((c) => ({
+        idx,
+        id: c.id,
+        turn: c.turn,
+        ordinal: c.ordinal,
+        kind: c.kind,
+        tool_name: c.toolName,
+        paper_id: c.requestPaperId,
+        request_hash: c.requestHash,
+        route: c.route,
+        versions: c.versions ?? {},
+        ...(c.settled ? { status: c.settled.status, response_paper_id: c.settled.responsePaperId, response_hash: c.settled.responseHash, outcome_class: c.settled.outcomeClass } : {}),
+      })),
     ),
     k: items.flatMap((it, idx) => (it.checkpoint ? [{ idx, turn: it.checkpoint.turn, paper_id: it.checkpoint.statePaperId, state_hash: it.checkpoint.stateHash, context_hash: it.checkpoint.contextHash, versions: it.checkpoint.versions ?? {} }] : [])),
     x: items.flatMap((it, idx) => (it.transition ? [{ idx, state: it.transition.state, park_reason: it.transition.parkReason, park_detail: it.transition.parkDetail ?? null, wake_ms: it.transition.wakeAfterMs }] : [])),
@@ -267,10 +286,13 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     ...(has.i
       ? [
           `c_ins AS (
-              INSERT INTO runtime_calls (id, task_id, turn, ordinal, kind, tool_name, status, fence_epoch, request_paper_id, request_hash, route, versions)
-              SELECT x.id, go.task_id, x.turn, x.ordinal, x.kind, x.tool_name, 'intent', go.epoch, x.paper_id, x.request_hash, x.route, x.versions
+              INSERT INTO runtime_calls (id, task_id, turn, ordinal, kind, tool_name, status, fence_epoch, request_paper_id, request_hash, route, versions,
+                                         response_paper_id, response_hash, outcome_class, completed_at)
+              SELECT x.id, go.task_id, x.turn, x.ordinal, x.kind, x.tool_name, COALESCE(x.status, 'intent'), go.epoch, x.paper_id, x.request_hash, x.route, x.versions,
+                     x.response_paper_id, x.response_hash, x.outcome_class, CASE WHEN x.status IS NULL THEN NULL ELSE now() END
                 FROM b, jsonb_to_recordset(b.j->'i')
-                     AS x(idx int, id uuid, turn int, ordinal int, kind text, tool_name text, paper_id uuid, request_hash text, route text, versions jsonb)
+                     AS x(idx int, id uuid, turn int, ordinal int, kind text, tool_name text, paper_id uuid, request_hash text, route text, versions jsonb,
+                          status text, response_paper_id uuid, response_hash text, outcome_class text)
                 JOIN go USING (idx)
               ON CONFLICT (task_id, turn, ordinal) DO NOTHING
               RETURNING task_id
@@ -322,7 +344,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   ];
   // Data-modifying CTEs run to completion whether or not the final query reads them.
   return {
-    name: `ev_write_journals_v8_${shape}`,
+    name: `ev_write_journals_v9_${shape}`,
     text: `WITH ${ctes.join(',\n            ')}
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,
