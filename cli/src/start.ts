@@ -64,6 +64,8 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
       const reload = fleetReloader({
         path: plan.loaded.path!,
         connectors: plan.connectors,
+        // Without connectors, a config whose profiles read is one this node cannot run.
+        ...(plan.connectors ? {} : { unmet: (next: LoadedFleetConfig) => connectorReadsUnmet(plan, next) }),
         logger: ctx.logger,
         counter: ctx.metrics.config.reloads,
         apply: (next: LoadedFleetConfig) => {
@@ -107,8 +109,17 @@ function nodeInputs(plan: NodePlan): NodeInputs {
       if (!plan.connectors) throw new Error('connectors were not opened for this node'); // the plan opens them for every service that needs them
       return Promise.resolve(plan.connectors);
     },
+    openedConnectors: plan.connectors,
     crash: plan.crash,
     databaseUrl: plan.values.databaseUrl,
     amqpUrl: plan.values.amqpUrl,
   };
+}
+
+/** What in `next` needs the connectors this node runs without (empty: nothing). */
+function connectorReadsUnmet(plan: NodePlan, next: LoadedFleetConfig): { path: string; message: string }[] {
+  return plan.services.flatMap((s) => {
+    const path = s.def.connectorsFor?.(next.config);
+    return path === undefined ? [] : [{ path, message: `lists connector reads, which ${s.def.name} on this node cannot call: it opened no connectors at start (restart it with EVERDICT_CONNECTORS)` }];
+  });
 }

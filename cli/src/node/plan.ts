@@ -27,7 +27,7 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const NODE_ENV = {
   /** EVERDICT_AMQP_PREFIX: broker name prefix (default `everdict`); side-by-side fleets and tests use their own. */
   amqpPrefix: envVar('EVERDICT_AMQP_PREFIX', parseString, { default: 'everdict' }),
-  /** EVERDICT_CONNECTORS: the connectors file (coordinator, reconciler). */
+  /** EVERDICT_CONNECTORS: the connectors file (coordinator, reconciler; a turn-worker whose profiles list reads). */
   connectorsPath: envVar('EVERDICT_CONNECTORS', parseString),
   /** EVERDICT_DEMO_NOTES_DIR: fleet mode, a node running intake serves the demo notebook from this folder. */
   demoNotesDir: envVar('EVERDICT_DEMO_NOTES_DIR', parseString),
@@ -200,7 +200,12 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   }
 
   let connectors: ConnectorSet | undefined;
-  if (loaded !== undefined && defs.some((d) => d.needs.includes('EVERDICT_CONNECTORS'))) {
+  // A service may need connectors only under this config (a turn-worker whose profiles read).
+  for (const d of loaded === undefined || has('EVERDICT_CONNECTORS') ? [] : defs) {
+    const path = d.needs.includes('EVERDICT_CONNECTORS') ? undefined : d.connectorsFor?.(loaded!.config);
+    if (path !== undefined) problems.push({ name: 'EVERDICT_CONNECTORS', reason: `is required by ${d.name}: ${path} of EVERDICT_CONFIG lists connector reads (${WHY.EVERDICT_CONNECTORS})` });
+  }
+  if (loaded !== undefined && has('EVERDICT_CONNECTORS') && defs.some((d) => d.needs.includes('EVERDICT_CONNECTORS') || d.connectorsFor?.(loaded!.config) !== undefined)) {
     try {
       const file = values.connectorsPath !== undefined ? readConnectorsFile(values.connectorsPath) : (demoConnectorsFile(opts.port ?? values.port) as ConnectorsFile);
       connectors = await openConnectors(file, env);

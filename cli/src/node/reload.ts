@@ -4,7 +4,8 @@
  *
  * Invariants:
  * - The new file is validated in full first — schema, references and, on a node running the
- *   execution-coordinator or reconciler, agreement with the connectors it runs — and only then
+ *   execution-coordinator or reconciler, agreement with the connectors it runs; on a node
+ *   without connectors, no profile listing connector reads — and only then
  *   handed to the services; a file with any problem changes nothing: the running config stays
  *   and every problem is logged with its JSON path.
  * - A SIGHUP never ends the process. The handler is installed before the node starts, so a HUP
@@ -24,7 +25,7 @@ import type { EverdictMetrics, LoadedFleetConfig, ServiceContext } from '@everdi
 type ReloadOutcome = { applied: true; config: LoadedFleetConfig } | { applied: false; problems: { path: string; message: string }[] };
 
 /** Reads and checks the fleet config at `path`; applies nothing. */
-function checkFleetConfig(path: string, connectors: ConnectorSet | undefined): ReloadOutcome {
+function checkFleetConfig(path: string, connectors: ConnectorSet | undefined, unmet: ReloaderDeps['unmet']): ReloadOutcome {
   let config: LoadedFleetConfig;
   try {
     config = loadFleetConfig(path);
@@ -34,12 +35,16 @@ function checkFleetConfig(path: string, connectors: ConnectorSet | undefined): R
   }
   const disagreements = connectors ? fleetConnectorProblems(config.config, connectors) : [];
   if (disagreements.length > 0) return { applied: false, problems: disagreements };
+  const missing = unmet?.(config) ?? [];
+  if (missing.length > 0) return { applied: false, problems: [...missing] };
   return { applied: true, config };
 }
 
 interface ReloaderDeps {
   readonly path: string;
   readonly connectors: ConnectorSet | undefined;
+  /** What in a new config the node's services cannot run with as they were started (empty: nothing). */
+  readonly unmet?: (next: LoadedFleetConfig) => readonly { path: string; message: string }[];
   readonly logger: ServiceContext['logger'];
   readonly counter: EverdictMetrics['config']['reloads'];
   /** Called with the new config once it passed every check. */
@@ -50,7 +55,7 @@ interface ReloaderDeps {
 export function fleetReloader(deps: ReloaderDeps): () => ReloadOutcome {
   return () => {
     const started = performance.now();
-    const outcome = checkFleetConfig(deps.path, deps.connectors);
+    const outcome = checkFleetConfig(deps.path, deps.connectors, deps.unmet);
     const ms = Math.round(performance.now() - started);
     if (outcome.applied) {
       deps.apply(outcome.config);

@@ -10,6 +10,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { ConnectorSet } from '@everdict/connectors';
+import type { FleetConfig } from '@everdict/contracts';
 import type { Substrate } from '@everdict/host';
 import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig, ServiceContext, crash } from '@everdict/service-kit';
 
@@ -26,6 +27,8 @@ export interface NodeInputs {
   readonly loaded: LoadedFleetConfig;
   /** Opened and checked against the fleet config by the plan; closed by the node's drain. */
   connectors(): Promise<ConnectorSet>;
+  /** The same set when the plan opened one, for a service that uses connectors only under some configs. */
+  readonly openedConnectors: ConnectorSet | undefined;
   /** Crash injection for fault tests (EVERDICT_CRASHPOINT), shared by every service's points. */
   readonly crash: crash.CrashPoints<string>;
   readonly databaseUrl: string | undefined;
@@ -52,6 +55,11 @@ export interface ServiceModule<S extends EnvSpec = EnvSpec, P = unknown> {
 export interface ServiceDef {
   readonly name: FleetService;
   readonly needs: readonly Requirement[];
+  /**
+   * The JSON path of what makes this service need EVERDICT_CONNECTORS under `fleet`, beyond
+   * `needs` (undefined: nothing does). Judged once the fleet config is loaded.
+   */
+  connectorsFor?(fleet: FleetConfig): string | undefined;
   load(): Promise<ServiceModule>;
 }
 
@@ -89,6 +97,11 @@ export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
   'turn-worker': {
     name: 'turn-worker',
     needs: ['EVERDICT_CONFIG'],
+    // Connector reads call connectors in this process; a turn-worker without them needs none.
+    connectorsFor(fleet) {
+      const name = Object.keys(fleet.profiles).find((p) => (fleet.profiles[p]?.reads?.length ?? 0) > 0);
+      return name === undefined ? undefined : `/profiles/${name}/reads`;
+    },
     async load() {
       const { CRASH_POINTS, TURN_WORKER_ENV, runtimeSettings, startTurnWorker } = await import('@everdict/turn-worker');
       return module({
@@ -101,6 +114,7 @@ export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
             modelLog: v.modelLog ?? null,
             ...(v.workerName ? { workerName: v.workerName } : {}),
             keepSamples: v.benchSamples !== undefined,
+            ...(inputs.openedConnectors ? { connectors: inputs.openedConnectors } : {}),
           });
           if (v.benchSamples) {
             const file = v.benchSamples;

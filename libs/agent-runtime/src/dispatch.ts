@@ -11,7 +11,9 @@
  * is journalled as an open intent, durable before the hook is asked or the handler runs.
  * Every withheld call is reported as a tool_result with isError and its refusal (K8) and is a
  * journal row like any other. Independent declared reads run in parallel; everything else runs
- * in recorded order.
+ * in recorded order. A read whose connector is down (`TOOL_UNAVAILABLE`) gets no outcome: its
+ * intent stays open, the calls of its batch finish, no later batch starts, and dispatch throws
+ * the failure for the turn to suspend on.
  */
 import {
   authorizeToolInvocation,
@@ -27,6 +29,7 @@ import {
   type ToolCallAction,
   type ToolDescriptor,
   type ToolOutcome,
+  unavailableConnector,
 } from '@everdict/contracts';
 import type { ChatMessage } from '@everdict/llm';
 import { foldEffect, type IntrinsicEffect, type ToolCallRecord } from './call-record.js';
@@ -123,6 +126,7 @@ async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState
     content = out.content;
     outcome = out.isError === true ? 'tool_error' : 'ok';
   } catch (err) {
+    if (descriptor.access === 'read' && unavailableConnector(err) !== null) throw err;
     content = `Tool ${descriptor.name} failed: ${err instanceof Error ? err.message : String(err)}`;
     outcome = 'tool_error';
   }
@@ -193,7 +197,12 @@ export async function dispatchActions(
   let deferredChildren = 0;
   for (const batch of batches) {
     const before = current;
-    const settled = await Promise.all(batch.map((slot) => settleCall(ports, ctx, before, slot, events)));
+    // Every call of a batch ends before a failure of one is thrown: none is left running behind
+    // the turn, and each outcome that was produced is recorded with it.
+    const ended = await Promise.allSettled(batch.map((slot) => settleCall(ports, ctx, before, slot, events)));
+    const failures = ended.flatMap((e) => (e.status === 'rejected' ? [e.reason as unknown] : []));
+    if (failures.length > 0) throw failures.find((f) => unavailableConnector(f) === null) ?? failures[0];
+    const settled = ended.map((e) => (e as PromiseFulfilledResult<Awaited<ReturnType<typeof settleCall>>>).value);
     settled.forEach(({ rec, callId, replayed }, i) => {
       const slot = batch[i]!;
       current = foldEffect(current, rec.effect);

@@ -67,13 +67,16 @@ export type Settlement =
   | { readonly kind: 'completed'; readonly result: string | null }
   /**
    * A halt that owes a handoff (K5): budget exhaustion, an armed wait, waiting children, a
-   * provider that is down. Never `completed`. `handoff` is what really happened to the checkpoint.
+   * provider or a read's connector that is down. Never `completed`. `handoff` is what really
+   * happened to the checkpoint.
    */
   | {
       readonly kind: 'suspended';
       readonly parkReason: ParkReason;
-      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down';
+      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down';
       readonly budgetDimension?: BudgetDimension;
+      /** The connector (an MCP server, a connector) a `connector_down` halt waits on. */
+      readonly connector?: string;
       readonly handoff: 'published' | 'failed' | 'absent';
       /** How many sub-agent questions the halting `wait` answers (absent: none); the host delivers them with the park. */
       readonly answers?: number;

@@ -5,7 +5,7 @@
  * commits both with the checkpoint. Running the same turn again from the same state replays
  * the journal instead of repeating any call.
  */
-import { budgetExhausted, EverdictError, refusalText, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
+import { budgetExhausted, EverdictError, refusalText, unavailableConnector, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest } from '@everdict/llm';
 import { decodeActionDocument, PROBLEM_REFUSAL } from './action-document.js';
 import { dispatchActions, type DocumentRefusal } from './dispatch.js';
@@ -40,7 +40,7 @@ async function suspend(
   state: RunState,
   parkReason: ParkReason,
   cause: Extract<Settlement, { kind: 'suspended' }>['cause'],
-  extra: { budgetDimension?: BudgetDimension; answers?: number } = {},
+  extra: { budgetDimension?: BudgetDimension; answers?: number; connector?: string } = {},
 ): Promise<RunState> {
   let handoff: HandoffFate = 'absent';
   if (ports.handoff !== undefined) {
@@ -124,7 +124,16 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
     actions = document.actions;
   }
 
-  const dispatched = await dispatchActions(ports, ctx, next, actions, events, rejected);
+  let dispatched: Awaited<ReturnType<typeof dispatchActions>>;
+  try {
+    dispatched = await dispatchActions(ports, ctx, next, actions, events, rejected);
+  } catch (err) {
+    const connector = unavailableConnector(err);
+    if (connector === null) throw err;
+    // The turn is not consumed: resuming replays the journalled response and the calls that
+    // completed, and runs the read whose intent is open again under its call id.
+    return settled(await suspend(ports, charge(state), 'connector_down', 'connector_down', { connector }), events);
+  }
   next = {
     ...dispatched.state,
     messages: [...dispatched.state.messages, ...dispatched.messages],

@@ -49,6 +49,11 @@ export interface ReadOperationCapability {
   readonly name: string;
   readonly params: Readonly<Record<string, ParamSpec>>;
   readonly templateHash: string;
+  /**
+   * The read has no effect another call could observe, so reads of one turn may run side by
+   * side. Absent: not declared, and such reads run in recorded order.
+   */
+  readonly independent?: boolean;
 }
 
 /** A connector's capability description: what it can do and how much its answers can be trusted. */

@@ -41,13 +41,17 @@ export class ConnectorRefused extends EverdictError {
   }
 }
 
-/** A read could not be answered (connection failure, timeout, target error). Retryable. */
+/**
+ * A read could not be answered (connection failure, timeout, target error). Retryable.
+ * `answered`: the target itself replied, with a failure (HTTP 5xx, a transient SQLSTATE); false
+ * when no reply came at all (no connection, connection lost, timeout).
+ */
 export class ConnectorUnavailable extends EverdictError {
-  constructor(connector: string, operation: string, what: string, cause?: unknown) {
+  constructor(connector: string, operation: string, what: string, cause?: unknown, answered = false) {
     super('connector_down', `${connector}: ${operation} could not be read (${what})`, {
       retryable: true,
       cause,
-      details: { connector, operation, what },
+      details: { connector, operation, what, answered },
     });
   }
 }

@@ -3,24 +3,11 @@
  * them. Binding is exact: every declared parameter is required, nothing undeclared is accepted,
  * and values are never coerced (the string "5" is not the integer 5).
  */
-import type { EffectParams, SchemaViolation } from '@everdict/contracts';
+import { PARAM_TYPES } from '@everdict/contracts';
+import type { EffectParams, ParamSpec, SchemaViolation } from '@everdict/contracts';
 
-export const PARAM_TYPES = ['string', 'integer', 'number', 'boolean', 'uuid'] as const;
-export type ParamType = (typeof PARAM_TYPES)[number];
-
-export interface ParamSpec {
-  readonly type: ParamType;
-  /** Inclusive bounds for integer and number. */
-  readonly minimum?: number;
-  readonly maximum?: number;
-  /** Bounds for string. maxLength defaults to 10 000 (the packet schema's limit). */
-  readonly minLength?: number;
-  readonly maxLength?: number;
-  /** Anchored by the check: the whole value must match. */
-  readonly pattern?: string;
-  /** Allowed string values. */
-  readonly enum?: readonly string[];
-}
+export { PARAM_TYPES } from '@everdict/contracts';
+export type { ParamSpec, ParamType } from '@everdict/contracts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;

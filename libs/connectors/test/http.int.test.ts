@@ -200,6 +200,8 @@ describe('HTTP-service connector against a real target', () => {
     const nowhere = new HttpServiceConnector(config({ baseUrl: `http://127.0.0.1:${port}/api` }));
     await expect(nowhere.execute(credit('acct-5', 1), { callId: CALL_ID, idempotencyKey: 'key-refused' }, ctx)).resolves.toMatchObject({ outcome: 'not_applied', reason: 'not_sent' });
     await expect(nowhere.whatLanded(credit('acct-5', 1), { callId: CALL_ID, idempotencyKey: 'key-refused' }, ctx)).resolves.toMatchObject({ outcome: 'unknown' });
+    // A read that got no reply at all is unavailable, and says the target never answered.
+    await expect(nowhere.read('accounts.get', { accountId: 'acct-5' }, ctx)).rejects.toMatchObject({ code: 'connector_down', details: { answered: false } });
   });
 
   it('refuses before contact: the target sees nothing', async () => {
@@ -250,7 +252,7 @@ describe('HTTP-service connector against a real target', () => {
   it('a read answers 4xx as state and refuses to guess on 5xx', async () => {
     const read = await connector.read('accounts.get', { accountId: 'nobody' }, ctx);
     expect(read.value).toEqual({ status: 404, body: { error: 'no_such_account' } });
-    await expect(connector.read('accounts.get', { accountId: 'broken' }, ctx)).rejects.toMatchObject({ code: 'connector_down', retryable: true });
+    await expect(connector.read('accounts.get', { accountId: 'broken' }, ctx)).rejects.toMatchObject({ code: 'connector_down', retryable: true, details: { answered: true } });
   });
 
   it('takes a missing receipt as absence only from a service that declares receipts conclusive', async () => {

@@ -5,6 +5,7 @@
  */
 export * from './tools.js';
 export * from './scope.js';
+export * from './connectorRead.js';
 export * from './mode.js';
 export * from './refusals.js';
 export * from './budget.js';

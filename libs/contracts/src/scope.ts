@@ -7,11 +7,13 @@
  */
 import { EverdictError } from './errors.js';
 import type { RunBudget } from './budget.js';
+import { connectorReadScopeNames } from './connectorRead.js';
 import { isIntrinsic, type ToolDescriptor } from './tools.js';
 
 /**
- * Entries are tool names, or a prefix ending in `*` (`crm__*`). A scope names what a human
- * granted; it never classifies a tool.
+ * Entries are tool names, or a prefix ending in `*` (`crm__*`); a connector read is also named
+ * by its connector or `connector/operation` (`billing`, `billing/accounts.get`, `billing/*`).
+ * A scope names what a human granted; it never classifies a tool.
  */
 export interface ToolScope {
   readonly reads: 'all' | readonly string[];
@@ -35,22 +37,33 @@ export function scopeEntryMatches(entry: string, toolName: string): boolean {
   return entry.endsWith('*') ? toolName.startsWith(entry.slice(0, -1)) : entry === toolName;
 }
 
-function listed(list: readonly string[], toolName: string): boolean {
-  return list.some((entry) => scopeEntryMatches(entry, toolName));
+function listed(list: readonly string[], names: readonly string[]): boolean {
+  return list.some((entry) => names.some((name) => scopeEntryMatches(entry, name)));
+}
+
+/**
+ * The names a scope entry may match for `tool`: its name, and for a first-party connector read
+ * also its connector and `connector/operation` (so `billing/*` covers every billing read).
+ */
+function scopeNamesOf(tool: Pick<ToolDescriptor, 'name' | 'access' | 'origin' | 'connectorRead'>): readonly string[] {
+  const read = tool.connectorRead;
+  if (read === undefined || tool.origin !== 'first_party' || tool.access !== 'read') return [tool.name];
+  return [tool.name, ...connectorReadScopeNames(read)];
 }
 
 export function authorizeToolInvocation(
-  tool: Pick<ToolDescriptor, 'name' | 'access' | 'origin' | 'intrinsic'>,
+  tool: Pick<ToolDescriptor, 'name' | 'access' | 'origin' | 'intrinsic' | 'connectorRead'>,
   envelope: { readonly scope: ToolScope },
 ): ToolAuthorization {
   const { scope } = envelope;
-  if (listed(scope.forbidden, tool.name)) return { allowed: false, refusal: 'forbidden' };
+  const names = scopeNamesOf(tool);
+  if (listed(scope.forbidden, names)) return { allowed: false, refusal: 'forbidden' };
   if (isIntrinsic(tool)) return { allowed: true, basis: 'intrinsic' };
   if (tool.access === 'read') {
     if (scope.reads === 'all') return { allowed: true, basis: 'executor_posture' };
-    return listed(scope.reads, tool.name) ? { allowed: true, basis: 'reads' } : { allowed: false, refusal: 'read_out_of_scope' };
+    return listed(scope.reads, names) ? { allowed: true, basis: 'reads' } : { allowed: false, refusal: 'read_out_of_scope' };
   }
-  return listed(scope.writes, tool.name) ? { allowed: true, basis: 'writes' } : { allowed: false, refusal: 'write_out_of_scope' };
+  return listed(scope.writes, names) ? { allowed: true, basis: 'writes' } : { allowed: false, refusal: 'write_out_of_scope' };
 }
 
 /** Shape check for scopes arriving from config or messages; the error names the field. */

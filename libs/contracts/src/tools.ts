@@ -10,7 +10,7 @@
  * - Only the kernel's own cognition tools are intrinsic, and only through `intrinsic(...)`
  *   applied at registry merge. A workspace capability is never intrinsic.
  */
-import { EverdictError } from './errors.js';
+import { EverdictError, isEverdictError } from './errors.js';
 
 /** What the handler does to the world outside the run. */
 export const TOOL_ACCESS = ['read', 'write'] as const;
@@ -65,6 +65,12 @@ export interface ToolDescriptor {
    * nothing, so a resumed turn runs it again instead of withholding it as `outcome_unknown`.
    */
   readonly outcomeAtomic?: true;
+  /**
+   * Set by the host on a first-party read that calls a registered connector read operation:
+   * a scope may then name it by connector or operation (connectorRead.ts) as well as by tool
+   * name. Any other tool declaring it is refused, so the mark cannot widen a workspace tool.
+   */
+  readonly connectorRead?: { readonly connector: string; readonly operation: string };
 }
 
 export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
@@ -90,6 +96,10 @@ export function validateToolDescriptor(d: ToolDescriptor): ToolDescriptor {
   if (d.intrinsic !== undefined && d.origin !== 'kernel') bad('intrinsic', 'is reserved for kernel cognition tools');
   if (d.outcomeAtomic !== undefined && (d.outcomeAtomic !== true || d.origin !== 'first_party' || d.transport !== 'in_process')) {
     bad('outcomeAtomic', 'may be declared (true) only by a first-party in-process tool, whose effect the host commits with its outcome');
+  }
+  const cr = d.connectorRead;
+  if (cr !== undefined && (d.origin !== 'first_party' || d.access !== 'read' || typeof cr.connector !== 'string' || cr.connector === '' || typeof cr.operation !== 'string' || cr.operation === '')) {
+    bad('connectorRead', 'may be declared only by a first-party read, naming a connector and an operation');
   }
   return d;
 }
@@ -125,4 +135,21 @@ export function permissionRequired(d: Pick<ToolDescriptor, 'access' | 'effects'>
   if (d.access === 'write') return { required: true, reason: 'write' };
   if (effectsRequireConsent(d.effects)) return { required: true, reason: 'consent_read' };
   return { required: false };
+}
+
+/**
+ * The code a READ throws when its server or target cannot answer — it did not start, crashed,
+ * dropped the connection or timed out (`details.connector` names which). The read did not
+ * complete, and nothing is the model's to judge: the kernel leaves the call's intent open and
+ * suspends the run `connector_down` (health-gated backoff, never a failed task); the resumed
+ * turn runs the read again under the same call id. A write that throws it is answered as a
+ * tool error like any other throw: whether it landed is not the kernel's to guess.
+ */
+export const TOOL_UNAVAILABLE = 'connector_down';
+
+/** The connector a read's failure says is down, or null when the failure is the tool's own. */
+export function unavailableConnector(err: unknown): string | null {
+  if (!isEverdictError(err, TOOL_UNAVAILABLE)) return null;
+  const connector = err.details.connector;
+  return typeof connector === 'string' ? connector : 'unknown';
 }

@@ -1,7 +1,8 @@
 /**
  * The fleet config file (DESIGN §7): EVERDICT_CONFIG names a JSON document validated by
  * schemas/fleet-config.schema.json, then checked for the references the schema cannot express
- * (a profile's route, a case type's root profile, a profile's tools and child profile).
+ * (a profile's route, a case type's root profile, a profile's tools, connector reads and child
+ * profile).
  *
  * Invariants:
  * - Every problem is reported at once, each naming its JSON path (`/profiles/triage/route`), in
@@ -13,7 +14,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { EverdictError, schemaValidator, schemaViolations } from '@everdict/contracts';
+import { EverdictError, connectorReadToolName, isValidConnectorReadToolName, parseConnectorRead, schemaValidator, schemaViolations } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 
 interface FleetConfigProblem {
@@ -75,12 +76,55 @@ function referenceProblems(c: FleetConfig): FleetConfigProblem[] {
       problems.push({ path: pointer('profiles', name, 'compaction', 'keepRecent'), message: 'must be smaller than maxMessages' });
     }
   }
+  problems.push(...connectorReadProblems(c, tools));
+  problems.push(...mcpProblems(c));
   for (const [name, ct] of Object.entries(c.caseTypes)) {
     if (!ct) continue;
     if (!profiles.has(ct.rootProfile)) problems.push({ path: pointer('caseTypes', name, 'rootProfile'), message: `names profile ${JSON.stringify(ct.rootProfile)}, which profiles does not declare` });
   }
   const b = c.runtime?.providerBackoffMs;
   if (b?.initial !== undefined && b.max !== undefined && b.max < b.initial) problems.push({ path: '/runtime/providerBackoffMs/max', message: 'must not be smaller than initial' });
+  return problems;
+}
+
+/**
+ * A profile's `reads` name declared read operations, and the tool names they derive are
+ * unambiguous: no two entries and no built-in tool share one.
+ */
+function connectorReadProblems(c: FleetConfig, tools: ReadonlySet<string>): FleetConfigProblem[] {
+  const problems: FleetConfigProblem[] = [];
+  const derived = new Map<string, string>();
+  for (const [name, p] of Object.entries(c.profiles)) {
+    (p?.reads ?? []).forEach((entry, i) => {
+      const path = pointer('profiles', name, 'reads', String(i));
+      const ref = parseConnectorRead(entry);
+      const op = ref === null ? undefined : c.connectors?.[ref.connector]?.operations[ref.operation];
+      if (ref === null || !c.connectors?.[ref.connector]) return void problems.push({ path, message: 'names a connector that connectors does not declare' });
+      if (!op) return void problems.push({ path, message: `names an operation connectors.${ref.connector}.operations does not declare` });
+      if (op.access !== 'read') return void problems.push({ path, message: 'names a write; writes go through writes__propose' });
+      if (!isValidConnectorReadToolName(ref)) return void problems.push({ path, message: 'derives a tool name longer than 64 characters' });
+      const tool = connectorReadToolName(ref);
+      const other = derived.get(tool);
+      if (tools.has(tool)) problems.push({ path, message: `derives the tool name ${tool}, which tools already declares` });
+      else if (other !== undefined && other !== entry) problems.push({ path, message: `derives the tool name ${tool}, as ${JSON.stringify(other)} does` });
+      else derived.set(tool, entry);
+    });
+  }
+  return problems;
+}
+
+/** A profile's `mcp` entries name servers `mcpServers` declares, each server once. */
+function mcpProblems(c: FleetConfig): FleetConfigProblem[] {
+  const problems: FleetConfigProblem[] = [];
+  for (const [name, p] of Object.entries(c.profiles)) {
+    const seen = new Set<string>();
+    (p?.mcp ?? []).forEach((use, i) => {
+      const path = pointer('profiles', name, 'mcp', String(i), 'server');
+      if (c.mcpServers?.[use.server] === undefined) problems.push({ path, message: `names MCP server ${JSON.stringify(use.server)}, which mcpServers does not declare` });
+      else if (seen.has(use.server)) problems.push({ path, message: `names MCP server ${JSON.stringify(use.server)} a second time; declare all its tools in one entry` });
+      seen.add(use.server);
+    });
+  }
   return problems;
 }
 

@@ -6,7 +6,7 @@
  * between them — until the task settles, parks, or reaches the per-activation turn cap (then
  * it is released and re-queued). Whatever cannot be verified parks the task; nothing is guessed.
  */
-import { canonicalJson, isEverdictError, newId } from '@everdict/contracts';
+import { canonicalJson, isEverdictError, newId, unavailableConnector } from '@everdict/contracts';
 import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
 import { initialRunState, resumeRun } from '@everdict/agent-runtime';
 import type { RunContext, RunState } from '@everdict/agent-runtime';
@@ -22,7 +22,7 @@ import type { FenceToken, LedgerHead, NoteRow, StoredCall, TaskRow } from '@ever
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
-import { releaseWithoutTurn } from './commit.js';
+import { parkDownWithoutTurn, releaseWithoutTurn } from './commit.js';
 import { durableTurn, parkWithoutTurn } from './turn.js';
 import type { TaskRun, TurnEnv } from './turn.js';
 import type { AgentView, Catalog } from './catalog.js';
@@ -115,7 +115,19 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   }
 
   context = { ...context, envelope: { ...context.envelope, budget: topUp(context.envelope.budget, notes) } };
-  const view = env.catalog.view(task.profile, context.tools, context.envelope);
+  let view: AgentView;
+  try {
+    // The servers its MCP tools come from are reached first: the tools the model is shown, and
+    // the versions recorded with them, are those the servers list now.
+    await env.catalog.connectTools(task.profile);
+    view = env.catalog.view(task.profile, context.tools, context.envelope);
+  } catch (err) {
+    const connector = unavailableConnector(err);
+    if (connector === null) throw err;
+    env.logger.warn({ taskId: task.id, connector }, 'tool server unavailable; parking the task');
+    await parkDownWithoutTurn(env, claim, connector, err instanceof Error ? err.message : String(err));
+    return null;
+  }
 
   const baseline = (host?.versions ?? (stored.find((c) => c.ordinal === 0)?.versions as Versions | undefined)) ?? null;
   if (baseline !== null) {

@@ -11,9 +11,13 @@ import type { Tool, ToolRegistry } from '@everdict/agent-runtime';
 import { ModelRouter } from '@everdict/llm';
 import type { ModelClient, RouteTable } from '@everdict/llm';
 import type { LoadedFleetConfig, Logger } from '@everdict/service-kit';
+import { reportRouteHealth } from '@everdict/store';
 import type { Db } from '@everdict/store';
+import { mcpConnectorName } from '@everdict/mcp';
 import { runtimeSettings, type RuntimeSettings } from './settings.js';
 import { builtinTool, traced, type ToolTiming } from './tools.js';
+import { declaredMcpTools, McpServers, timedTool } from './mcpTools.js';
+import { connectorReadTools, type ReadConnectors } from './connectorReads.js';
 import { writesProposeTool } from './writesPropose.js';
 import type { ProposalTurn } from './writesPropose.js';
 import { versionsOf, type Versions } from './versions.js';
@@ -32,6 +36,8 @@ interface Generation {
   readonly settings: RuntimeSettings;
   readonly router: ModelRouter;
   readonly tools: ReadonlyMap<string, Tool>;
+  /** Connector read tools, by the `connector/operation` profiles list. */
+  readonly reads: ReadonlyMap<string, Tool>;
   readonly views: Map<string, AgentView>;
 }
 
@@ -41,6 +47,8 @@ interface CatalogDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** Where tool invocations are traced at debug level (tools.ts); default none, no trace. */
   readonly logger?: Logger;
+  /** The opened connectors profiles' `reads` call (connectorReads.ts); absent: no connector reads. */
+  readonly connectors?: ReadConnectors;
 }
 
 export class Catalog {
@@ -49,8 +57,16 @@ export class Catalog {
   readonly proposals = new Map<string, ProposalTurn>();
   /** The `writes__propose` tool; the same object under every config generation. */
   private readonly propose: Tool;
+  /** The MCP servers of this process; a reload keeps the connections of unchanged servers. */
+  private readonly mcp: McpServers;
+  /** `mcp.connections` when the cached views were built: views over replaced connections are dropped. */
+  private viewsConnections = 0;
 
   constructor(loaded: LoadedFleetConfig, private readonly deps: CatalogDeps) {
+    this.mcp = new McpServers(deps.env ?? process.env, (server) => {
+      const connector = mcpConnectorName(server);
+      reportRouteHealth(deps.db, connector, true).catch((err: unknown) => deps.logger?.warn({ connector, err: String(err) }, 'connector health not recorded'));
+    });
     this.propose = this.traced(
       writesProposeTool({
         db: deps.db,
@@ -86,7 +102,9 @@ export class Catalog {
     const router = new ModelRouter(routes, { baseDir: loaded.baseDir, ...(this.deps.env ? { env: this.deps.env } : {}) });
     const tools = new Map<string, Tool>();
     for (const [name, spec] of Object.entries(c.tools ?? {})) if (spec) tools.set(name, this.traced(builtinTool(name, spec, this.deps)));
-    return { loaded, settings: runtimeSettings(c), router, tools, views: new Map() };
+    this.mcp.configure(c.mcpServers, loaded.baseDir);
+    const reads = new Map([...connectorReadTools(c, this.deps.connectors, this.deps)].map(([entry, tool]) => [entry, this.traced(tool)] as const));
+    return { loaded, settings: runtimeSettings(c), router, tools, reads, views: new Map() };
   }
 
   get loaded(): LoadedFleetConfig {
@@ -131,19 +149,52 @@ export class Catalog {
   }
 
   /**
+   * Connects the MCP servers a profile's tools come from (those not connected yet, or whose
+   * connection was lost), before its agent is viewed.
+   * @throws McpUnavailable (code `connector_down`) naming a server that cannot be reached.
+   */
+  async connectTools(profileName: string): Promise<void> {
+    await this.mcp.connect((this.profile(profileName).mcp ?? []).map((u) => u.server));
+  }
+
+  /** Closes the MCP servers' connections (stdio servers exit). */
+  async close(): Promise<void> {
+    await this.mcp.close();
+  }
+
+  /** Which connection of each MCP server of the profile a view is built on (part of its cache key). */
+  private mcpConnections(profileName: string): string {
+    return (this.gen.loaded.config.profiles[profileName]?.mcp ?? []).map((u) => this.mcp.generationOf(u.server)).join(',');
+  }
+
+  /** The profile's declared MCP tools over the servers' live connections; throws McpUnavailable without one. */
+  private mcpTools(profile: FleetProfile): Tool[] {
+    return (profile.mcp ?? []).flatMap((use) => declaredMcpTools(use, this.mcp.live(use.server).toolset).map((tool) => this.traced(timedTool(tool, this.deps.timing))));
+  }
+
+  /**
    * The agent for a task. `declaredTools` null: the profile's tools. A child passes its declared
    * tools, and only those of its profile's tools that are reads its envelope authorises are kept
-   * (K4: a child never gains a tool by naming it).
+   * (K4: a child never gains a tool by naming it). MCP tools are offered over their servers' live
+   * connections (`connectTools` first): a view is never built on a lost connection.
+   * @throws McpUnavailable when a server of the profile has no live connection.
    */
   view(profileName: string, declaredTools: readonly string[] | null, envelope: ExecutionEnvelope): AgentView {
-    const key = `${profileName}\u0000${declaredTools === null ? '*' : [...declaredTools].sort().join(',')}\u0000${JSON.stringify(envelope.scope)}`;
+    if (this.viewsConnections !== this.mcp.connections) {
+      this.gen.views.clear();
+      this.viewsConnections = this.mcp.connections;
+    }
+    const key = `${profileName}\u0000${declaredTools === null ? '*' : [...declaredTools].sort().join(',')}\u0000${JSON.stringify(envelope.scope)}\u0000${this.mcpConnections(profileName)}`;
     const cached = this.gen.views.get(key);
     if (cached) return cached;
     const profile = this.profile(profileName);
     const base: Tool[] = [];
-    for (const name of profile.tools ?? []) {
-      const tool = this.gen.tools.get(name);
-      if (!tool) continue; // the loader refuses such configs; a stale reference adds nothing
+    // Built-in tools, then connector reads; a reference without a tool adds nothing (the loader
+    // and the plan refuse such configs).
+    const candidates = [...(profile.tools ?? []).map((name) => this.gen.tools.get(name)), ...(profile.reads ?? []).map((entry) => this.gen.reads.get(entry)), ...this.mcpTools(profile)];
+    for (const tool of candidates) {
+      if (!tool) continue;
+      const name = tool.descriptor.name;
       if (declaredTools !== null && (!declaredTools.includes(name) || tool.descriptor.access !== 'read' || !authorizeToolInvocation(tool.descriptor, envelope).allowed)) continue;
       base.push(tool);
     }

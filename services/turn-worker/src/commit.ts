@@ -17,7 +17,7 @@ import type { RunState, TurnResult } from '@everdict/agent-runtime';
 import { unreportedChildren, writeTurn } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
 import { needsCompaction } from './compaction.js';
-import { nextProviderAttempt, settle } from './decisions.js';
+import { nextBackoffAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
 import { compact, placeChild, placePlan, placeProposal, placeQuestions, placeResumeNote } from './placement.js';
 import type { Placer } from './placement.js';
@@ -71,7 +71,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
         release: p.release,
         unreportedChildren: unreported,
         route: tr.view.model.route.name,
-        providerAttempt: nextProviderAttempt(task.park_reason, task.park_detail),
+        backoffAttempt: nextBackoffAttempt(task.park_reason, task.park_detail),
         backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
       }),
       p.proposing.proposal,
@@ -178,6 +178,16 @@ export async function parkWithoutTurn(
   before?: (uow: UnitOfWork) => Promise<void>,
 ): Promise<void> {
   await writeWithoutTurn(env.store, tr, { kind: 'park', reason, detail, backoffMs: null, ask: false }, before);
+}
+
+/**
+ * Parks the held task `connector_down` without running a turn (a server its tools come from
+ * could not be reached): a backoff timer wakes it, each attempt waiting longer.
+ */
+export async function parkDownWithoutTurn(env: Pick<TurnEnv, 'store' | 'catalog'>, tr: Pick<TaskRun, 'task' | 'token'>, connector: string, what: string): Promise<void> {
+  const attempt = nextBackoffAttempt(tr.task.park_reason, tr.task.park_detail);
+  const detail = { cause: 'connector_down', connector, what: what.slice(0, 300), attempt };
+  await writeWithoutTurn(env.store, tr, { kind: 'park', reason: 'connector_down', detail, backoffMs: providerBackoffMs(env.catalog.settings, attempt), ask: false });
 }
 
 /** Gives the held task back without running a turn: another worker continues it from its checkpoint. */

@@ -11,6 +11,8 @@
  *   … answering sub-agents     → the same park, through the question protocol (`ask`): the
  *                                answers go out with it, each to the one child that asked
  *   suspended provider_down    → parked provider_down with a backoff timer (health-gated wake)
+ *   suspended connector_down   → parked connector_down with a backoff timer: a read's server or
+ *                                target could not answer (the read runs again when it wakes)
  *   not settled, soft cancel   → parked gate (an operator decides; soft stop at the checkpoint)
  *   not settled, cap/draining  → released (open) with a task.runnable to itself
  *   not settled                → the activation continues
@@ -39,8 +41,8 @@ export interface SettleInput {
   /** Children of the task whose report has not arrived (asked only for a children suspension). */
   readonly unreportedChildren: number;
   readonly route: string;
-  /** The provider_down attempt this park would be (1 for the first). */
-  readonly providerAttempt: number;
+  /** The backoff attempt (provider_down, connector_down) this park would be (1 for the first). */
+  readonly backoffAttempt: number;
   readonly backoffMs: (attempt: number) => number;
 }
 
@@ -68,7 +70,9 @@ export function settle(i: SettleInput): Transition {
           if (i.unreportedChildren === 0) return { kind: 'resume_now', note: 'None of your sub-agents is still running; every report you will get has arrived.' };
           return { kind: 'park', reason: 'children', detail: { ...base, waitingFor: i.unreportedChildren }, backoffMs: null, ask: (s.answers ?? 0) > 0 };
         case 'provider_down':
-          return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.providerAttempt }, backoffMs: i.backoffMs(i.providerAttempt), ask: false };
+          return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.backoffAttempt }, backoffMs: i.backoffMs(i.backoffAttempt), ask: false };
+        case 'connector_down':
+          return { kind: 'park', reason: 'connector_down', detail: { ...base, connector: s.connector ?? null, attempt: i.backoffAttempt }, backoffMs: i.backoffMs(i.backoffAttempt), ask: false };
         default:
           return { kind: 'park', reason: s.parkReason, detail: base, backoffMs: null, ask: false };
       }
@@ -76,8 +80,11 @@ export function settle(i: SettleInput): Transition {
   }
 }
 
-/** The provider_down attempt a new park is, from the task's previous park detail. */
-export function nextProviderAttempt(previousParkReason: string | null, previousDetail: unknown): number {
+/**
+ * The backoff attempt a new park is, from the task's previous park detail (a timer park's detail
+ * survives its wake): a task that keeps meeting a down provider or connector backs off further.
+ */
+export function nextBackoffAttempt(previousParkReason: string | null, previousDetail: unknown): number {
   const prior = (previousDetail as { attempt?: unknown } | null)?.attempt;
   return previousParkReason === null && typeof prior === 'number' && Number.isSafeInteger(prior) ? prior + 1 : 1;
 }

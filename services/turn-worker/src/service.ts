@@ -12,6 +12,7 @@ import type { Substrate } from '@everdict/host';
 import { busMetricsSink } from '@everdict/service-kit';
 import type { LoadedFleetConfig, ServiceContext } from '@everdict/service-kit';
 import { Catalog } from './catalog.js';
+import type { ReadConnectors } from './connectorReads.js';
 import { noCrashPoints, type CrashPoints } from './crashpoints.js';
 import { turnMetrics, type TurnMetrics } from './metrics.js';
 import type { TurnTiming } from './turn.js';
@@ -26,6 +27,8 @@ interface TurnWorkerServiceOptions {
   readonly workerName?: string;
   /** Keep raw per-turn overhead samples (benchmark; default false). */
   readonly keepSamples?: boolean;
+  /** The connectors profiles' `reads` call (default none: a profile's reads get no tool). */
+  readonly connectors?: ReadConnectors;
 }
 
 interface RunningTurnWorker {
@@ -51,7 +54,7 @@ const systemKernelClock: KernelClock = {
 
 export async function startTurnWorker(ctx: ServiceContext, substrate: Substrate, fleet: LoadedFleetConfig, opts: TurnWorkerServiceOptions = {}): Promise<RunningTurnWorker> {
   const timings = new Map<string, TurnTiming>();
-  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId), logger: ctx.logger });
+  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId), logger: ctx.logger, ...(opts.connectors ? { connectors: opts.connectors } : {}) });
   const metrics = turnMetrics(ctx.metrics.registry, { keepSamples: opts.keepSamples ?? false });
   const worker = new TurnWorker({
     store: substrate.store,
@@ -68,6 +71,10 @@ export async function startTurnWorker(ctx: ServiceContext, substrate: Substrate,
     relay: substrate.relay === undefined,
   });
   await worker.start();
-  ctx.onShutdown(SERVICE, () => worker.stop());
+  // The MCP servers close after the last turn: a draining turn may still call their tools.
+  ctx.onShutdown(SERVICE, async () => {
+    await worker.stop();
+    await catalog.close();
+  });
   return { worker, catalog, metrics, replaceFleet: (next) => catalog.replace(next) };
 }

@@ -52,7 +52,7 @@ describe('a child’s papers and grants', () => {
 });
 
 describe('parks through the question protocol', () => {
-  const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unreportedChildren: 1, route: 'main', providerAttempt: 1, backoffMs: () => 100 };
+  const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unreportedChildren: 1, route: 'main', backoffAttempt: 1, backoffMs: () => 100 };
   it('a wait for children that answers sub-agents asks; one that does not stays on the hot path', () => {
     expect(settle({ ...base, settlement: { kind: 'suspended', parkReason: 'children', cause: 'wait', handoff: 'published', answers: 2 } })).toMatchObject({ kind: 'park', reason: 'children', ask: true });
     expect(settle({ ...base, settlement: { kind: 'suspended', parkReason: 'children', cause: 'wait', handoff: 'published' } })).toMatchObject({ kind: 'park', reason: 'children', ask: false });

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Settlement } from '@everdict/agent-runtime';
-import { nextProviderAttempt, settle } from '../src/decisions.js';
+import { nextBackoffAttempt, settle } from '../src/decisions.js';
 import type { SettleInput } from '../src/decisions.js';
 
-const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unreportedChildren: 0, route: 'main', providerAttempt: 1, backoffMs: (n) => 100 * 2 ** (n - 1) };
+const base: SettleInput = { settlement: null, cancelRequested: null, release: false, unreportedChildren: 0, route: 'main', backoffAttempt: 1, backoffMs: (n) => 100 * 2 ** (n - 1) };
 const suspended = (parkReason: Extract<Settlement, { kind: 'suspended' }>['parkReason'], cause: Extract<Settlement, { kind: 'suspended' }>['cause']): Settlement => ({ kind: 'suspended', parkReason, cause, handoff: 'published' });
 
 describe('what a committed turn does to its task', () => {
@@ -23,12 +23,18 @@ describe('what a committed turn does to its task', () => {
     expect(settle({ ...base, settlement: suspended('question', 'wait') })).toMatchObject({ kind: 'park', reason: 'question', ask: true });
     expect(settle({ ...base, settlement: suspended('children', 'children'), unreportedChildren: 2 })).toMatchObject({ kind: 'park', reason: 'children', detail: { waitingFor: 2 } });
     expect(settle({ ...base, settlement: suspended('children', 'wait'), unreportedChildren: 0 })).toMatchObject({ kind: 'resume_now' });
-    expect(settle({ ...base, settlement: suspended('provider_down', 'provider_down'), providerAttempt: 3 })).toMatchObject({ kind: 'park', reason: 'provider_down', backoffMs: 400, detail: { route: 'main', attempt: 3 } });
+    expect(settle({ ...base, settlement: suspended('provider_down', 'provider_down'), backoffAttempt: 3 })).toMatchObject({ kind: 'park', reason: 'provider_down', backoffMs: 400, detail: { route: 'main', attempt: 3 } });
+    expect(settle({ ...base, settlement: { ...suspended('connector_down', 'connector_down'), connector: 'mcp:tickets' } as Settlement, backoffAttempt: 2 })).toMatchObject({
+      kind: 'park',
+      reason: 'connector_down',
+      backoffMs: 200,
+      detail: { connector: 'mcp:tickets', attempt: 2 },
+    });
   });
 
-  it('counts provider_down attempts from the previous park detail', () => {
-    expect(nextProviderAttempt(null, null)).toBe(1);
-    expect(nextProviderAttempt(null, { attempt: 2 })).toBe(3);
-    expect(nextProviderAttempt('question', { attempt: 2 })).toBe(1);
+  it('counts backoff attempts from the previous park detail', () => {
+    expect(nextBackoffAttempt(null, null)).toBe(1);
+    expect(nextBackoffAttempt(null, { attempt: 2 })).toBe(3);
+    expect(nextBackoffAttempt('question', { attempt: 2 })).toBe(1);
   });
 });

@@ -59,6 +59,22 @@ describe('the agent graph', () => {
     expect(await row(waiting)).toMatchObject({ state: 'parked', park_reason: 'provider_down' });
   });
 
+  it('wakes connector_down parks when the connector is healthy again (a new MCP connection reports it)', async () => {
+    const park = async (connector: string) => {
+      const t = await seedTask(fx.store);
+      const token = await claim(fx.store, t.taskId);
+      await writeTurnAlone(fx.store, token, t.caseId, { papers: [], completions: [], intents: [], checkpoint: null, ledger: null, transition: { state: 'parked', parkReason: 'connector_down', parkDetail: { connector, attempt: 1 }, wakeAfterMs: 60_000 } }, null);
+      return t.taskId;
+    };
+    const healed = await park('mcp:tickets');
+    const waiting = await park('mcp:files');
+    await new Promise((r) => setTimeout(r, 50));
+    await reportRouteHealth(fx.store.db, 'mcp:tickets', true);
+    const woken = await wakeDue(fx.store, { limit: 100, onWoken: async () => {} });
+    expect(woken.map((w) => w.id)).toEqual([healed]);
+    expect(await row(waiting)).toMatchObject({ state: 'parked', park_reason: 'connector_down' });
+  });
+
   describe('receivers check persisted assignments and plan order', () => {
     let parent: { caseId: string; taskId: string };
     let child: TaskRow;

@@ -61,7 +61,7 @@ export class HttpServiceConnector implements Connector {
     // A 4xx is an answer about the state (e.g. 404: the account does not exist); checks may
     // assert it. Anything that is not an answer cannot stand in for state.
     if (attempt.kind !== 'response' || attempt.status >= 500 || attempt.status < 200 || !attempt.complete) {
-      throw new ConnectorUnavailable(this.name, operation, attempt.kind === 'response' ? `HTTP ${attempt.status}` : attempt.cause);
+      throw new ConnectorUnavailable(this.name, operation, attempt.kind === 'response' ? `HTTP ${attempt.status}` : attempt.cause, undefined, attempt.kind === 'response');
     }
     return { operation, value: { status: attempt.status, body: parseBody(attempt.body) }, observedAt: ctx.clock.now().toISOString() };
   }
@@ -145,7 +145,8 @@ function describeHttp(config: HttpServiceConfig): ConnectorCapability {
     }));
   const readOperations: ReadOperationCapability[] = config.operations
     .filter((op) => op.kind === 'read')
-    .map((op) => ({ name: op.name, params: op.params, templateHash: hashOf(op) }));
+    // A read is a GET (review refuses anything else), safe to send alongside other reads.
+    .map((op) => ({ name: op.name, params: op.params, templateHash: hashOf(op), independent: true }));
   return {
     connector: config.name,
     kind: HTTP_CONNECTOR_KIND,

@@ -371,7 +371,7 @@ const UNAVAILABLE_CLASSES = ['08', '53', '57', '58', '40'];
 function readFailure(connector: string, operation: string, err: unknown): EverdictError {
   const state = sqlState(err);
   if (state === undefined || UNAVAILABLE_CLASSES.includes(state.slice(0, 2)) || state === '55P03') {
-    return new ConnectorUnavailable(connector, operation, state === undefined ? 'connection failure' : `SQLSTATE ${state}`, err);
+    return new ConnectorUnavailable(connector, operation, state === undefined ? 'connection failure' : `SQLSTATE ${state}`, err, state !== undefined);
   }
   return new EverdictError('read_failed', `${connector}: ${operation} failed on the target (SQLSTATE ${state})`, { cause: err, details: { connector, operation, sqlState: state } });
 }
@@ -462,9 +462,10 @@ function describePostgres(config: PostgresEstateConfig, reviewed: ReviewedPostgr
       templateHash: hashOf(t),
       expectedCounts: { rows: t.expectedRows ?? null },
     }));
-  const readOperations: ReadOperationCapability[] = all.filter((t) => t.kind === 'read').map((t) => ({ name: t.name, params: t.params, templateHash: hashOf(t) }));
+  // Every read is a verified SELECT in its own READ ONLY transaction: reads are independent.
+  const readOperations: ReadOperationCapability[] = all.filter((t) => t.kind === 'read').map((t) => ({ name: t.name, params: t.params, templateHash: hashOf(t), independent: true }));
   if (reviewed.select !== undefined && config.select !== undefined) {
-    readOperations.push({ name: SELECT_OPERATION, params: SELECT_PARAMS, templateHash: templateHash(POSTGRES_CONNECTOR_KIND, { select: config.select }) });
+    readOperations.push({ name: SELECT_OPERATION, params: SELECT_PARAMS, templateHash: templateHash(POSTGRES_CONNECTOR_KIND, { select: config.select }), independent: true });
   }
   return {
     connector: config.name,

@@ -217,7 +217,9 @@ export function wakeTask(taskId: string, cause: WakeCause): Sql {
 
 /**
  * Health-gated backoff (cause `backoff`): a timer park wakes once its timer elapsed, or once the
- * route it waits on has answered successfully since it parked (the health signal).
+ * route (provider_down) or connector (connector_down) it waits on has answered successfully
+ * since it parked — the health signal, recorded in route_health under the route's name or the
+ * connector's (`mcp:<server>` for an MCP server).
  */
 export function wakeBackoffElapsed(limit: number): Sql {
   return {
@@ -226,7 +228,7 @@ export function wakeBackoffElapsed(limit: number): Sql {
               WHERE t.state = 'parked' AND t.park_reason IN (${sqlCheckList(wokenBy('backoff'))}) AND t.wake_at IS NOT NULL
                 AND (t.wake_at <= now()
                      OR EXISTS (SELECT 1 FROM route_health h
-                                 WHERE h.route = t.park_detail->>'route' AND h.last_ok_at > t.parked_at))
+                                 WHERE h.route = COALESCE(t.park_detail->>'route', t.park_detail->>'connector') AND h.last_ok_at > t.parked_at))
               ORDER BY t.wake_at`),
     values: [limit],
   };
