@@ -111,7 +111,7 @@ export function embeddedBanner(o: { port: number; settings: EmbeddedSettings; se
       `    -H 'Authorization: Bearer ${DEMO_TOKENS.requester}' -H 'Content-Type: application/json' \\`,
       `    -d '{"caseType":"demo","title":"Status update, please"}'`,
       '',
-      'Its agent proposes one note to the demo notebook; an auditor reviews it and a gate waits for you.',
+      'Its agent reads the demo notebook, then proposes one note to it; an auditor reviews it and a gate waits for you.',
       'List the open gates and decide one (the digest binds your verdict to the exact packet):',
       '',
       `  export EVERDICT_URL=${url} EVERDICT_TOKEN=${DEMO_TOKENS.approver}`,

@@ -80,6 +80,19 @@ describe('embedded mode: npm start on a fresh clone', () => {
     expect(turns.length).toBeGreaterThan(0);
   });
 
+  it('the demo agent reads its notebook first: a completed connector read in its first turn', async () => {
+    const n = await running();
+    const first = await eventually(
+      async () => {
+        const ledger = await call(n.url, 'GET', `/v1/cases/${caseId}/ledger`, REQUESTER);
+        const entries = (ledger.body['entries'] as { kind: string; body: { taskId?: string; turn?: number; calls?: { name: string; status: string }[] } }[] | undefined) ?? [];
+        return entries.find((e) => e.kind === 'turn' && e.body.taskId === rootTaskId && e.body.turn === 0);
+      },
+      { timeoutMs: 30_000, what: 'the first turn of the root task in the ledger' },
+    );
+    expect(first.body.calls?.map((c) => [c.name, c.status])).toContainEqual(['notes__notes_list', 'completed']);
+  });
+
   it('reaches a gate, open for the demo approver (needs writes__propose in the turn-worker)', async () => {
     const n = await running();
     expect(caseId).not.toBe('');
