@@ -6,12 +6,10 @@
  * gathered into ONE `ConfigError`, each entry naming its variable (and JSON path), so an
  * operator fixes the whole configuration in one round trip.
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { EverdictError } from '@everdict/contracts';
 import { loadTopology } from '@everdict/bus';
 import type { Topology } from '@everdict/bus';
-import { fleetConnectorProblems, openConnectors } from '@everdict/connectors';
+import { fleetConnectorProblems, loadConnectors, openConnectors } from '@everdict/connectors';
 import type { ConnectorSet, ConnectorsFile } from '@everdict/connectors';
 import { BASE_ENV, ConfigError, FleetConfigError, collectEnv, crash, envVar, loadFleetConfig, parseString } from '@everdict/service-kit';
 import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
@@ -126,14 +124,6 @@ function fileProblems(variable: string, err: unknown): ConfigProblem[] {
   return [{ name: variable, reason: err instanceof Error ? err.message : String(err) }];
 }
 
-function readConnectorsFile(path: string): ConnectorsFile {
-  try {
-    return JSON.parse(readFileSync(resolve(path), 'utf8')) as ConnectorsFile;
-  } catch (err) {
-    throw new EverdictError('config_invalid', `connectors file ${resolve(path)} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'parse error'})`);
-  }
-}
-
 /**
  * The plan for `everdict start [--service NAME]…` under `env`. `port` is the embedded node's
  * bound port (its demo connectors aim at the notebook it serves).
@@ -207,8 +197,7 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   }
   if (loaded !== undefined && has('EVERDICT_CONNECTORS') && defs.some((d) => d.needs.includes('EVERDICT_CONNECTORS') || d.connectorsFor?.(loaded!.config) !== undefined)) {
     try {
-      const file = values.connectorsPath !== undefined ? readConnectorsFile(values.connectorsPath) : (demoConnectorsFile(opts.port ?? values.port) as ConnectorsFile);
-      connectors = await openConnectors(file, env);
+      connectors = values.connectorsPath !== undefined ? await loadConnectors(values.connectorsPath, env) : await openConnectors(demoConnectorsFile(opts.port ?? values.port) as ConnectorsFile, env);
       for (const p of fleetConnectorProblems(loaded.config, connectors)) problems.push({ name: 'EVERDICT_CONFIG', reason: `${p.path} ${p.message}` });
     } catch (err) {
       problems.push(...fileProblems('EVERDICT_CONNECTORS', err));

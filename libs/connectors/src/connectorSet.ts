@@ -100,7 +100,7 @@ export async function loadConnectors(path: string, env: Readonly<Record<string, 
   try {
     parsed = JSON.parse(readFileSync(resolve(path), 'utf8'));
   } catch (err) {
-    throw new EverdictError('config_invalid', `connectors file ${path} cannot be read as JSON`, { cause: err, details: { path: '' } });
+    throw new EverdictError('config_invalid', `connectors file ${resolve(path)} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'parse error'})`, { cause: err, details: { path: '' } });
   }
   return openConnectors(parsed as ConnectorsFile, env);
 }
