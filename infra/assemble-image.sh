@@ -11,7 +11,7 @@
 # - each workspace's compiled sources (dist/src, not the compiled tests) and the store's migrations;
 # - the JSON Schemas the validators load;
 # - rabbitmq/definitions.json, the broker topology every service asserts at start;
-# - infra/config (the sample fleet config, connectors and model scripts: the embedded node's
+# - infra/config (the sample fleet config, its connectors included, and model scripts: the embedded node's
 #   default) and the healthcheck.
 set -eu
 

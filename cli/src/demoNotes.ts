@@ -1,6 +1,6 @@
 /**
  * The demo target of embedded mode: a tiny "notebook" HTTP service the embedded node serves on
- * its own port under /demo/notes, and the connectors file that points the sample fleet's `notes`
+ * its own port under /demo/notes, and the variable that points the sample fleet's `notes`
  * connector at it. It exists so that `npm start` alone shows a whole effect — proposed, audited,
  * approved by a human, executed once by the coordinator — without any external system. DEMO
  * ONLY: it has no authentication, and nothing but the sample config should point at it.
@@ -138,24 +138,13 @@ export function demoNotesRoutes(dataDir: string): RouteHandler {
 }
 
 /**
- * The connectors file of the sample fleet config's `notes` connector, aimed at this node's
- * notebook. Its operations must match `infra/config/fleet.json` (the coordinator checks).
+ * The variable the sample fleet config's `notes` connector takes its base URL from
+ * (`baseUrlEnv`). The embedded node sets it to its own notebook when it is unset; compose sets it
+ * to the intake container's.
  */
-export function demoConnectorsFile(port: number) {
-  return {
-    connectors: [
-      {
-        kind: 'http' as const,
-        name: 'notes',
-        target: { system: 'demo-notes', environment: 'embedded' },
-        baseUrl: `http://127.0.0.1:${port}${DEMO_NOTES_PREFIX}`,
-        timeoutMs: 5000,
-        receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
-        operations: [
-          { name: 'notes.append', kind: 'mutate' as const, method: 'POST' as const, path: '/notes', body: { text: '{{text}}' }, params: { text: { type: 'string' as const, minLength: 1, maxLength: MAX_TEXT } }, effectClass: 'note' },
-          { name: 'notes.list', kind: 'read' as const, method: 'GET' as const, path: '/notes', params: {} },
-        ],
-      },
-    ],
-  };
+export const DEMO_NOTES_URL_ENV = 'EVERDICT_DEMO_NOTES_URL';
+
+/** The base URL of the notebook a node serves on `port`. */
+export function demoNotesUrl(port: number): string {
+  return `http://127.0.0.1:${port}${DEMO_NOTES_PREFIX}`;
 }

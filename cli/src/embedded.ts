@@ -5,8 +5,8 @@
  *
  *   EVERDICT_DATA_DIR      database folder (default `.data/everdict` under the working directory)
  *   EVERDICT_CONFIG        fleet config (default the sample `infra/config/fleet.json`)
- *   EVERDICT_CONNECTORS    connectors file (default: the sample's `notes` connector, aimed at the
- *                          demo notebook this node serves under /demo/notes)
+ *   EVERDICT_DEMO_NOTES_URL  base URL of the demo notebook (default: the notebook this node
+ *                          serves under /demo/notes, whenever the config's connectors name it)
  *
  * Exactly one of the two URLs set is a configuration error naming the other: half a fleet would
  * silently split state between an embedded database and a real broker (or the reverse).
@@ -55,18 +55,15 @@ export interface EmbeddedSettings {
   readonly configPath: string;
   /** True when the sample config is used (the demo principals and case type exist). */
   readonly sampleConfig: boolean;
-  /** A connectors file, or undefined for the built-in demo connectors. */
-  readonly connectorsPath: string | undefined;
 }
 
-/** Defaults for what is unset: the data folder, the sample config; connectors stay as given. */
-export function embeddedSettings(o: { dataDir?: string | undefined; configPath?: string | undefined; connectorsPath?: string | undefined }): EmbeddedSettings {
-  const { configPath, connectorsPath } = o;
+/** Defaults for what is unset: the data folder, the sample config. */
+export function embeddedSettings(o: { dataDir?: string | undefined; configPath?: string | undefined }): EmbeddedSettings {
+  const { configPath } = o;
   return {
     dataDir: resolve(o.dataDir ?? DEFAULT_DATA_DIR),
     configPath: configPath ?? join(repoRoot(), 'infra', 'config', 'fleet.json'),
     sampleConfig: configPath === undefined,
-    connectorsPath,
   };
 }
 

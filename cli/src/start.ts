@@ -35,7 +35,7 @@ process.on('SIGHUP', () => onHangup());
 
 export async function runStart(requested: readonly string[] = []): Promise<void> {
   const env = process.env;
-  // The embedded node's demo connectors must know the port it binds, so a PORT=0 is chosen first.
+  // The embedded node's demo notebook URL must know the port it binds, so a PORT=0 is chosen first.
   let port: number | undefined;
   try {
     port = nodeMode(env) === 'embedded' ? await embeddedPort(env) : undefined;
@@ -63,7 +63,7 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
 
       const reload = fleetReloader({
         path: plan.loaded.path!,
-        connectors: plan.connectors,
+        running: plan.loaded.config,
         // Without connectors, a config whose profiles read is one this node cannot run.
         ...(plan.connectors ? {} : { unmet: (next: LoadedFleetConfig) => connectorReadsUnmet(plan, next) }),
         logger: ctx.logger,
@@ -75,7 +75,7 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
       onHangup = () => void reload();
 
       for (const s of plan.skipped) ctx.logger.warn({ service: s.name, missing: s.missing }, 'service not started: configuration missing');
-      ctx.logger.info({ mode: plan.mode, prefix: plan.values.amqpPrefix, services: names, ...(plan.embedded ? { dataDir: plan.embedded.dataDir, config: plan.embedded.configPath, demoConnectors: plan.embedded.connectorsPath === undefined } : {}) }, 'fleet node ready');
+      ctx.logger.info({ mode: plan.mode, prefix: plan.values.amqpPrefix, services: names, ...(plan.embedded ? { dataDir: plan.embedded.dataDir, config: plan.embedded.configPath, demoConnectors: plan.demoNotes } : {}) }, 'fleet node ready');
       if (plan.embedded) {
         const settings = plan.embedded;
         banner = () => embeddedBanner({ port: running.port, settings, services: names });
@@ -91,7 +91,7 @@ async function openNodeSubstrate(ctx: ServiceContext<typeof NODE_ENV>, plan: Nod
     const dataDir = plan.embedded.dataDir;
     const substrate = await openEmbeddedSubstrate(ctx, { dataDir, topology: plan.topology });
     // The demo notebook is the demo connector's target; it keeps its notes beside the database.
-    if (plan.embedded.connectorsPath === undefined) ctx.addRoutes(demoNotesRoutes(dataDir));
+    if (plan.demoNotes) ctx.addRoutes(demoNotesRoutes(dataDir));
     return { substrate, afterServices: () => substrate.startRelay() };
   }
   const { databaseUrl, amqpUrl, demoNotesDir } = plan.values;
@@ -120,6 +120,6 @@ function nodeInputs(plan: NodePlan): NodeInputs {
 function connectorReadsUnmet(plan: NodePlan, next: LoadedFleetConfig): { path: string; message: string }[] {
   return plan.services.flatMap((s) => {
     const path = s.def.connectorsFor?.(next.config);
-    return path === undefined ? [] : [{ path, message: `lists connector reads, which ${s.def.name} on this node cannot call: it opened no connectors at start (restart it with EVERDICT_CONNECTORS)` }];
+    return path === undefined ? [] : [{ path, message: `lists connector reads, which ${s.def.name} on this node cannot call: it opened no connectors at start (restart the node)` }];
   });
 }

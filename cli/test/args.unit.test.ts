@@ -16,10 +16,10 @@ describe('cli arguments', () => {
 
   it('names an unknown service, and what a named service lacks', () => {
     expect(selectServices(['billing'], present()).problems).toEqual([{ name: '--service', reason: expect.stringMatching(/unknown service "billing"/) as unknown }]);
-    const both = selectServices(['gate', 'reconciler'], present('EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'));
+    const both = selectServices(['gate', 'reconciler'], present('EVERDICT_CONFIG'));
     expect(both.services.map((s) => s.name)).toEqual(['gate', 'reconciler']);
     expect(both.problems).toEqual([]);
-    expect(selectServices(['reconciler'], present('EVERDICT_CONFIG')).problems).toEqual([{ name: 'EVERDICT_CONNECTORS', reason: expect.stringMatching(/required by reconciler/) as unknown }]);
+    expect(selectServices(['reconciler'], present()).problems).toEqual([{ name: 'EVERDICT_CONFIG', reason: expect.stringMatching(/required by reconciler/) as unknown }]);
   });
 
   it('refuses a node with nothing to run instead of idling ready', () => {
@@ -31,10 +31,7 @@ describe('cli arguments', () => {
   it('with no service named, runs the ones whose configuration is present', () => {
     const some = selectServices([], present('EVERDICT_CONFIG'));
     expect(some.problems).toEqual([]);
-    expect(some.services.map((s) => s.name)).toEqual(['intake', 'turn-worker', 'gate']);
-    expect(some.skipped).toEqual([
-      { name: 'execution-coordinator', missing: ['EVERDICT_CONNECTORS'] },
-      { name: 'reconciler', missing: ['EVERDICT_CONNECTORS'] },
-    ]);
+    expect(some.services.map((s) => s.name)).toEqual(['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler']);
+    expect(some.skipped).toEqual([]);
   });
 });

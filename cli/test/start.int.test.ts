@@ -14,7 +14,8 @@ import { TEST_AMQP_URL, amqpPrefix, eventually, freshDatabase, readinessBudgetMs
 
 const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
 const SAMPLE_CONFIG = fileURLToPath(new URL('../../infra/config/fleet.json', import.meta.url));
-const SAMPLE_CONNECTORS = fileURLToPath(new URL('../../infra/config/connectors.json', import.meta.url));
+/** The sample `notes` connector's endpoint variable; never contacted here (no effect runs). */
+const NOTES_URL = { EVERDICT_DEMO_NOTES_URL: 'http://127.0.0.1:9/demo/notes' };
 
 interface Node {
   child: ChildProcess;
@@ -191,7 +192,7 @@ describe('everdict start (fleet node)', () => {
     expect(await node.exited).toBe(2);
     const text = node.lines.join('\n');
     expect(text).toMatch(/everdict: config_invalid: invalid configuration \(\d+ problems\):\n {2}\S/);
-    for (const expected of [/^ {2}PORT: must be an integer/m, /^ {2}EVERDICT_DISPATCH_LEASE_MS: must be an integer 200-/m, /^ {2}EVERDICT_CONNECTORS: is required by execution-coordinator/m, /^ {2}EVERDICT_CONFIG: \/profiles\/\S+\/route names route "nowhere"/m, /^ {2}EVERDICT_CRASHPOINT: EVERDICT_CRASHPOINT entry "no_such_point:1"/m]) {
+    for (const expected of [/^ {2}PORT: must be an integer/m, /^ {2}EVERDICT_DISPATCH_LEASE_MS: must be an integer 200-/m, /^ {2}EVERDICT_CONFIG: \/profiles\/\S+\/route names route "nowhere"/m, /^ {2}EVERDICT_CRASHPOINT: EVERDICT_CRASHPOINT entry "no_such_point:1"/m]) {
       expect(text).toMatch(expected);
     }
     expect(text).not.toMatch(/\n\s+at /); // a message, not a stack trace
@@ -202,7 +203,7 @@ describe('everdict start (fleet node)', () => {
   it('EVERDICT_CRASHPOINT naming no point of the node exits non-zero naming the point', async () => {
     const { url } = await freshDatabase('cli_start_crash');
     const node = startNode(
-      { DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: `${prefix}_crash`, EVERDICT_CONFIG: SAMPLE_CONFIG, EVERDICT_CONNECTORS: SAMPLE_CONNECTORS, EVERDICT_CRASHPOINT: 'no_such_point:1' },
+      { DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: `${prefix}_crash`, EVERDICT_CONFIG: SAMPLE_CONFIG, ...NOTES_URL, EVERDICT_CRASHPOINT: 'no_such_point:1' },
       ['--service', 'execution-coordinator'],
     );
     expect(await node.exited).toBe(2);
@@ -216,7 +217,7 @@ describe('everdict start (fleet node)', () => {
     const { url } = await freshDatabase('cli_start_hup');
     const scratch = scratchConfig();
     const hupPrefix = `${prefix}_hup`;
-    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: hupPrefix, EVERDICT_CONFIG: scratch.path, EVERDICT_CONNECTORS: SAMPLE_CONNECTORS });
+    const node = startNode({ DATABASE_URL: url, AMQP_URL: TEST_AMQP_URL, EVERDICT_AMQP_PREFIX: hupPrefix, EVERDICT_CONFIG: scratch.path, ...NOTES_URL });
     try {
       const ready = await eventually(() => logged(node, 'fleet node ready'), { timeoutMs: readinessBudgetMs(60_000), what: 'fleet node ready' });
       expect(ready.services).toEqual(['intake', 'turn-worker', 'gate', 'execution-coordinator', 'reconciler']);
@@ -238,6 +239,15 @@ describe('everdict start (fleet node)', () => {
       expect(refused.problems).toEqual(expect.arrayContaining([expect.objectContaining({ path: '/routes' })]));
       expect(await reloads('refused')).toBe(1);
       expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+      expect(node.child.exitCode).toBeNull();
+
+      // Connectors are opened at start: a valid file changing the section is refused too.
+      const retimed = structuredClone(scratch.config) as { connectors: Record<string, { timeoutMs?: number }> };
+      retimed.connectors['notes']!.timeoutMs = 1234;
+      scratch.write(retimed);
+      node.child.kill('SIGHUP');
+      await eventually(async () => (await reloads('refused')) === 2, { what: 'connectors change refused' });
+      expect(node.lines.join('\n')).toContain('a connectors change needs a restart');
       expect(node.child.exitCode).toBeNull();
 
       node.child.kill('SIGTERM');

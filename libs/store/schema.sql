@@ -15,6 +15,17 @@ CREATE TABLE public.cases (
     CONSTRAINT cases_stop_mode_check CHECK ((stop_mode = ANY (ARRAY['hard'::text, 'soft'::text])))
 );
 
+CREATE TABLE public.consents (
+    gate_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    call_id uuid NOT NULL,
+    tool_name text NOT NULL,
+    arguments jsonb NOT NULL,
+    destination jsonb NOT NULL,
+    rule text NOT NULL,
+    consumed_at timestamp with time zone
+);
+
 CREATE TABLE public.cost_ledger (
     id uuid NOT NULL,
     case_id uuid NOT NULL,
@@ -102,7 +113,9 @@ CREATE TABLE public.gates (
     impact_keys jsonb DEFAULT '[]'::jsonb NOT NULL,
     summary text,
     reason text,
-    CONSTRAINT gates_open_has_packet CHECK (((state <> 'open'::text) OR ((packet_paper_id IS NOT NULL) AND (packet_revision IS NOT NULL)))),
+    kind text DEFAULT 'write'::text NOT NULL,
+    CONSTRAINT gates_kind_check CHECK ((kind = ANY (ARRAY['write'::text, 'consent'::text]))),
+    CONSTRAINT gates_open_has_packet CHECK (((state <> 'open'::text) OR (kind = 'consent'::text) OR ((packet_paper_id IS NOT NULL) AND (packet_revision IS NOT NULL)))),
     CONSTRAINT gates_state_check CHECK ((state = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'revoked'::text])))
 );
 
@@ -356,7 +369,7 @@ CREATE TABLE public.tasks (
     cancel_requested text,
     CONSTRAINT tasks_cancel_requested_check CHECK ((cancel_requested = ANY (ARRAY['hard'::text, 'soft'::text]))),
     CONSTRAINT tasks_depth_check CHECK ((depth >= 0)),
-    CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text]))),
+    CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text, 'consent'::text]))),
     CONSTRAINT tasks_park_reason_iff_parked CHECK (((state = 'parked'::text) = (park_reason IS NOT NULL))),
     CONSTRAINT tasks_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'parked'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 );
@@ -394,6 +407,12 @@ ALTER TABLE ONLY public.cases
 
 ALTER TABLE ONLY public.cases
     ADD CONSTRAINT cases_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.consents
+    ADD CONSTRAINT consents_call_id_key UNIQUE (call_id);
+
+ALTER TABLE ONLY public.consents
+    ADD CONSTRAINT consents_pkey PRIMARY KEY (gate_id);
 
 ALTER TABLE ONLY public.cost_ledger
     ADD CONSTRAINT cost_ledger_pkey PRIMARY KEY (id);
@@ -533,6 +552,12 @@ CREATE INDEX tasks_lease_idx ON public.tasks USING btree (lease_until) WHERE (st
 CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
 CREATE INDEX tasks_wake_idx ON public.tasks USING btree (wake_at) WHERE ((state = 'parked'::text) AND (wake_at IS NOT NULL));
+
+ALTER TABLE ONLY public.consents
+    ADD CONSTRAINT consents_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
+
+ALTER TABLE ONLY public.consents
+    ADD CONSTRAINT consents_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
 ALTER TABLE ONLY public.cost_ledger
     ADD CONSTRAINT cost_ledger_call_id_fkey FOREIGN KEY (call_id) REFERENCES public.runtime_calls(id);

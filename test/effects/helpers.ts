@@ -2,7 +2,7 @@
  * Fixtures for the effect tests (issue 5): a migrated database and broker prefix of the test
  * file's own, a REAL target HTTP service (node:http) that counts every request and keeps its own
  * idempotency receipts, a REAL target Postgres database for the estate connector, a fleet config
- * and connectors file in a scratch folder, and real service processes that can be SIGKILLed.
+ * (connectors declared in it, endpoints by variable) in a scratch folder, and real service processes that can be SIGKILLed.
  *
  * The tests stand in for the turn-worker: they write the packet paper and enqueue
  * `gate.requested` in one unit of work, exactly as `writes.propose` would; the services' own
@@ -158,10 +158,7 @@ export function fleetConfig(): FleetConfig {
     routes: { r: { adapter: 'scripted', model: 'none', scriptPath: 'none.json' } },
     profiles: { p: { version: '1', route: 'r', prompt: 'effects test' } },
     caseTypes: { t: { rootProfile: 'p', scope: { reads: 'all', writes: ['billing', 'estate'], forbidden: [] } } },
-    connectors: {
-      billing: { kind: 'http', operations: { 'accounts.credit': { access: 'write', effectClass: 'payment' }, 'accounts.get': { access: 'read' } } },
-      estate: { kind: 'postgres', operations: { 'entries.add': { access: 'write', effectClass: 'ddl' } } },
-    },
+    connectors: agentConnectors(),
     principals: {
       alice: { tokenHash: hashOf(TOKENS.alice), roles: ['finance', 'dba', 'customer_owner'] },
       bob: { tokenHash: hashOf(TOKENS.bob), roles: ['finance'] },
@@ -174,51 +171,6 @@ export function fleetConfig(): FleetConfig {
       // One operation, two decisions: a DDL decision and a customer-facing one (seed 004 §5).
       ddl: { decisions: [{ decision: 'HW-ddl', role: 'dba' }, { decision: 'H5', role: 'customer_owner' }] },
     },
-  };
-}
-
-export function connectorsFile(target: TargetService, estateUrl: string) {
-  return {
-    connectors: [
-      {
-        kind: 'http',
-        name: 'billing',
-        target: { system: 'billing', environment: 'test' },
-        baseUrl: target.baseUrl,
-        timeoutMs: 3000,
-        receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
-        operations: [
-          {
-            name: 'accounts.credit',
-            kind: 'mutate',
-            method: 'POST',
-            path: '/accounts/{accountId}/credit',
-            body: { amountCents: '{{amountCents}}' },
-            params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' }, amountCents: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
-            effectClass: 'payment',
-          },
-          { name: 'accounts.get', kind: 'read', method: 'GET', path: '/accounts/{accountId}', params: { accountId: { type: 'string', maxLength: 64 } } },
-        ],
-      },
-      {
-        kind: 'postgres',
-        name: 'estate',
-        url: estateUrl,
-        installReceipts: true,
-        target: { system: 'ledger-db', environment: 'test' },
-        templates: [
-          {
-            name: 'entries.add',
-            kind: 'mutate',
-            sql: 'INSERT INTO entries (entry_id, account, amount) VALUES (:entryId, :account, :amount)',
-            params: { entryId: { type: 'string', maxLength: 64 }, account: { type: 'string', maxLength: 64 }, amount: { type: 'integer', minimum: 1, maximum: 1000000 } },
-            expectedRows: 1,
-            effectClass: 'ddl',
-          },
-          { name: 'entries.count', kind: 'read', sql: 'SELECT count(*)::int AS n FROM entries WHERE entry_id = :entryId', params: { entryId: { type: 'string', maxLength: 64 } } },
-        ],
-      },
-    ],
   };
 }
 
@@ -265,38 +217,53 @@ export function entryPacket(caseId: string, o: { entryId: string; account: strin
 
 // ------------------------------------------------------------------------------- agents
 
+/** The variables the fixture's connectors take their endpoints from; `start` sets them. */
+export const CONNECTOR_ENV = { billing: 'EFFECTS_BILLING_URL', estate: 'EFFECTS_ESTATE_URL' } as const;
+
 /**
- * The fleet config's side of the same connectors, for agents that propose writes: target
- * identity, parameter bounds and impact-key templates (what writes__propose checks mechanically).
+ * The one declaration of the fixture's connectors (the fleet config's `connectors`): the billing
+ * target service and the ledger estate, with target identity, parameter bounds, impact-key
+ * templates and the requests. Endpoints come from CONNECTOR_ENV, set by `start`.
  */
 export function agentConnectors(): NonNullable<FleetConfig['connectors']> {
   return {
-  billing: {
-    kind: 'http',
-    target: { system: 'billing', environment: 'test' },
-    operations: {
-      'accounts.credit': {
-        access: 'write',
-        effectClass: 'payment',
-        params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' }, amountCents: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
-        impactKeys: ['billing:test:{accountId}'],
-      },
-      'accounts.get': { access: 'read' },
-    },
-  },
-  estate: {
-    kind: 'postgres',
-    target: { system: 'ledger-db', environment: 'test' },
-    operations: {
-      'entries.add': {
-        access: 'write',
-        effectClass: 'ddl',
-        params: { entryId: { type: 'string', maxLength: 64 }, account: { type: 'string', maxLength: 64 }, amount: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
-        impactKeys: ['estate:test:entry:{entryId}'],
+    billing: {
+      kind: 'http',
+      target: { system: 'billing', environment: 'test' },
+      baseUrlEnv: CONNECTOR_ENV.billing,
+      timeoutMs: 3000,
+      receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
+      operations: {
+        'accounts.credit': {
+          access: 'write',
+          effectClass: 'payment',
+          method: 'POST',
+          path: '/accounts/{accountId}/credit',
+          body: { amountCents: '{{amountCents}}' },
+          params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' }, amountCents: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
+          impactKeys: ['billing:test:{accountId}'],
+        },
+        'accounts.get': { access: 'read', method: 'GET', path: '/accounts/{accountId}', params: { accountId: { type: 'string', maxLength: 64 } } },
       },
     },
-  },
-};
+    estate: {
+      kind: 'postgres',
+      target: { system: 'ledger-db', environment: 'test' },
+      urlEnv: CONNECTOR_ENV.estate,
+      installReceipts: true,
+      operations: {
+        'entries.add': {
+          access: 'write',
+          effectClass: 'ddl',
+          sql: 'INSERT INTO entries (entry_id, account, amount) VALUES (:entryId, :account, :amount)',
+          params: { entryId: { type: 'string', maxLength: 64 }, account: { type: 'string', maxLength: 64 }, amount: { type: 'integer', minimum: 1, maximum: 1_000_000 } },
+          expectedRows: 1,
+          impactKeys: ['estate:test:entry:{entryId}'],
+        },
+        'entries.count': { access: 'read', sql: 'SELECT count(*)::int AS n FROM entries WHERE entry_id = :entryId', params: { entryId: { type: 'string', maxLength: 64 } } },
+      },
+    },
+  };
 }
 
 /** A scripted `writes__propose` call crediting `account`. */
@@ -310,7 +277,6 @@ export function proposeCredit(account: string, amountCents: number, step = `cred
       params: { accountId: account, amountCents },
       summary: `credit ${amountCents} cents to ${account}`,
       revert: { kind: 'manual', description: 'debit the same amount by hand' },
-      evidence: ['ticket 1234 asks for a goodwill credit'],
     },
   };
 }
@@ -366,7 +332,6 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
   const estate = await estateDatabase(label);
   const dir = mkdtempSync(join(tmpdir(), `everdict-${label}-`));
   writeFileSync(join(dir, 'fleet.json'), JSON.stringify(fleetConfig(), null, 2));
-  writeFileSync(join(dir, 'connectors.json'), JSON.stringify(connectorsFile(target, estate.url), null, 2));
   const procs: ServiceProc[] = [];
 
   const request = async (port: number, token: string, method: string, path: string, body?: unknown) => {
@@ -398,7 +363,8 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
           AMQP_URL: TEST_AMQP_URL,
           EVERDICT_AMQP_PREFIX: prefix,
           EVERDICT_CONFIG: join(dir, 'fleet.json'),
-          EVERDICT_CONNECTORS: join(dir, 'connectors.json'),
+          [CONNECTOR_ENV.billing]: target.baseUrl,
+          [CONNECTOR_ENV.estate]: estate.url,
           EVERDICT_DISPATCH_LEASE_MS: '1500',
           EVERDICT_DISPATCH_POLL_MS: '200',
           EVERDICT_RECONCILE_INTERVAL_MS: '200',

@@ -1,6 +1,6 @@
 /**
  * Connector reads as agent tools (issue 11), on a real turn-worker process (`everdict start
- * --service turn-worker` with EVERDICT_CONNECTORS): a scripted agent calls a read of a REAL
+ * --service turn-worker`, connectors declared in its fleet config): a scripted agent calls a read of a REAL
  * target HTTP service and a reviewed read template of a REAL target Postgres estate in one
  * turn, then the estate's ad-hoc `sql.select`.
  *
@@ -22,7 +22,7 @@ import { canonicalJson, payloadHash } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import { freePort } from '@everdict/testkit';
 import { openTestCase } from '../turns/helpers.js';
-import { effectsFixture, eventually, fleetConfig, type EffectsFixture, type ServiceProc } from './helpers.js';
+import { CONNECTOR_ENV, effectsFixture, eventually, fleetConfig, type EffectsFixture, type ServiceProc } from './helpers.js';
 
 let f: EffectsFixture;
 let node: ServiceProc;
@@ -46,39 +46,6 @@ beforeAll(async () => {
   f.target.balances.set('acct-r1', 4321);
   ledgerPort = await freePort();
   await f.estate.pool.query("INSERT INTO entries (entry_id, account, amount) VALUES ('e-r1', 'acct-r1', 7), ('e-r1', 'acct-r1', 9), ('e-r2', 'acct-r2', 5)");
-  writeFileSync(
-    join(f.dir, 'read-connectors.json'),
-    JSON.stringify({
-      connectors: [
-        {
-          kind: 'http',
-          name: 'billing',
-          target: BILLING,
-          baseUrl: f.target.baseUrl,
-          timeoutMs: 3000,
-          receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
-          operations: [{ name: 'accounts.get', kind: 'read', method: 'GET', path: '/accounts/{accountId}', params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' } } }],
-        },
-        {
-          kind: 'postgres',
-          name: 'estate',
-          url: f.estate.url,
-          target: ESTATE,
-          templates: [{ name: 'entries.count', kind: 'read', sql: 'SELECT count(*)::int AS n, sum(amount)::int AS total FROM entries WHERE entry_id = :entryId', params: { entryId: { type: 'string', maxLength: 64 } } }],
-          select: { relations: ['entries'] },
-        },
-        {
-          kind: 'http',
-          name: 'ledger',
-          target: { system: 'ledger', environment: 'test' },
-          baseUrl: `http://127.0.0.1:${ledgerPort}/api`,
-          timeoutMs: 2000,
-          receipts: { path: '/receipts/{idempotencyKey}', conclusive: false },
-          operations: [{ name: 'balance.get', kind: 'read', method: 'GET', path: '/balance/{id}', params: { id: { type: 'string', maxLength: 32 } } }],
-        },
-      ],
-    }),
-  );
   const base = fleetConfig();
   const route = (file: string) => ({ adapter: 'scripted' as const, model: 'scripted', scriptPath: file });
   const reads = ['billing/accounts.get', 'estate/entries.count', 'estate/sql.select'];
@@ -116,15 +83,37 @@ beforeAll(async () => {
       flaky: { rootProfile: 'flaky', scope: { reads: ['ledger'], writes: [], forbidden: [] } },
     },
     connectors: {
-      billing: { kind: 'http', target: BILLING, operations: { 'accounts.get': { access: 'read', description: 'The balance of one billing account.' } } },
-      estate: { kind: 'postgres', target: ESTATE, operations: { 'entries.count': { access: 'read' }, 'sql.select': { access: 'read' } } },
-      ledger: { kind: 'http', target: { system: 'ledger', environment: 'test' }, operations: { 'balance.get': { access: 'read' } } },
+      billing: {
+        kind: 'http',
+        target: BILLING,
+        baseUrlEnv: CONNECTOR_ENV.billing,
+        timeoutMs: 3000,
+        receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
+        operations: { 'accounts.get': { access: 'read', description: 'The balance of one billing account.', method: 'GET', path: '/accounts/{accountId}', params: { accountId: { type: 'string', maxLength: 64, pattern: '[a-z0-9-]+' } } } },
+      },
+      estate: {
+        kind: 'postgres',
+        target: ESTATE,
+        urlEnv: CONNECTOR_ENV.estate,
+        operations: {
+          'entries.count': { access: 'read', sql: 'SELECT count(*)::int AS n, sum(amount)::int AS total FROM entries WHERE entry_id = :entryId', params: { entryId: { type: 'string', maxLength: 64 } } },
+          'sql.select': { access: 'read', select: { relations: ['entries'] } },
+        },
+      },
+      ledger: {
+        kind: 'http',
+        target: { system: 'ledger', environment: 'test' },
+        baseUrl: `http://127.0.0.1:${ledgerPort}/api`,
+        timeoutMs: 2000,
+        receipts: { path: '/receipts/{idempotencyKey}', conclusive: false },
+        operations: { 'balance.get': { access: 'read', method: 'GET', path: '/balance/{id}', params: { id: { type: 'string', maxLength: 32 } } } },
+      },
     },
     runtime: { providerBackoffMs: { initial: 300, max: 1000 }, sweepIntervalMs: 200 },
   };
   writeFileSync(join(f.dir, 'readers.json'), JSON.stringify(config, null, 2));
   // Debug level: the tool trace (tool started / tool finished) shows how the reads overlapped.
-  node = await f.start({ services: ['turn-worker'], env: { EVERDICT_CONFIG: join(f.dir, 'readers.json'), EVERDICT_CONNECTORS: join(f.dir, 'read-connectors.json'), LOG_LEVEL: 'debug' } });
+  node = await f.start({ services: ['turn-worker'], env: { EVERDICT_CONFIG: join(f.dir, 'readers.json'), LOG_LEVEL: 'debug' } });
 });
 
 afterAll(async () => {

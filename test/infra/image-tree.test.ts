@@ -169,7 +169,7 @@ describe('the image file tree (infra/assemble-image.sh)', () => {
   }, 60_000);
 
   it('holds what the runtime reads and none of the build inputs', () => {
-    for (const p of ['bin/everdict.js', 'rabbitmq/definitions.json', 'infra/config/fleet.json', 'infra/config/connectors.json', 'infra/healthcheck.mjs', 'libs/store/migrations/0001_core.sql', 'schemas', 'cli/dist/src/main.js']) {
+    for (const p of ['bin/everdict.js', 'rabbitmq/definitions.json', 'infra/config/fleet.json', 'infra/healthcheck.mjs', 'libs/store/migrations/0001_core.sql', 'schemas', 'cli/dist/src/main.js']) {
       expect(existsSync(join(out, p)), `${p} in the image tree`).toBe(true);
     }
     for (const p of ['tsconfig.json', 'libs/store/src', 'cli/src', 'test', 'node_modules/typescript', 'node_modules/vitest']) {
@@ -187,7 +187,8 @@ describe('the image file tree (infra/assemble-image.sh)', () => {
           AMQP_URL: TEST_AMQP_URL,
           EVERDICT_AMQP_PREFIX: prefix,
           EVERDICT_CONFIG: join(out, 'infra', 'config', 'fleet.json'),
-          EVERDICT_CONNECTORS: join(out, 'infra', 'config', 'connectors.json'),
+          // The sample `notes` connector's endpoint; never contacted (no effect runs here).
+          EVERDICT_DEMO_NOTES_URL: 'http://127.0.0.1:9/demo/notes',
           PORT: String(port),
         });
         started.push({ name, port, proc: startFromTree(out, ['start', '--service', name], env) });

@@ -20,7 +20,7 @@ import { dirname, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { fleetConnectorProblems, loadConnectors } from '@everdict/connectors';
+import { connectorEnvProblems, openConnectors } from '@everdict/connectors';
 import { intakeMetrics } from '@everdict/intake';
 import { loadModelScript } from '@everdict/llm';
 import { reconcilerMetrics } from '@everdict/reconciler';
@@ -322,7 +322,7 @@ describe('docker-compose.yml', () => {
       expect(s.build?.dockerfile, n).toBe('infra/Dockerfile');
       expect(s.command, n).toEqual(['start', '--service', n]);
       const own = n === 'turn-worker' ? ['NODE_OPTIONS'] : [];
-      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_CONNECTORS', 'EVERDICT_DEMO_NOTES_DIR', 'LOG_LEVEL', 'PORT', ...own].sort());
+      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_DEMO_NOTES_DIR', 'EVERDICT_DEMO_NOTES_URL', 'LOG_LEVEL', 'PORT', ...own].sort());
       expect(s.healthcheck?.test).toEqual(['CMD', 'node', 'infra/healthcheck.mjs']);
     }
   });
@@ -380,7 +380,7 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it('EVERDICT_CONNECTORS names a mounted connectors file that loads and serves every connector operation the fleet config registers', async () => {
+  it('the mounted fleet config declares every connector, and every variable its connectors name is set for the services that open them', async () => {
     const s = services['execution-coordinator']!;
     const mounted = (v: string) => {
       const mount = binds(s).find((b) => v.startsWith(`${b.container}/`));
@@ -388,9 +388,11 @@ describe('docker-compose.yml', () => {
       return at(mount!.host, v.slice(mount!.container.length + 1));
     };
     const fleet = loadFleetConfig(mounted(String(s.environment!.EVERDICT_CONFIG))).config;
-    const set = await loadConnectors(mounted(String(s.environment!.EVERDICT_CONNECTORS)));
+    const env = Object.fromEntries(Object.entries(s.environment ?? {}).map(([k, v]) => [k, String(v)]));
+    expect(connectorEnvProblems(fleet.connectors, env)).toEqual([]);
+    const set = await openConnectors(fleet.connectors, env);
     try {
-      expect(fleetConnectorProblems(fleet, set)).toEqual([]);
+      expect(set.names()).toEqual(Object.keys(fleet.connectors ?? {}).sort());
     } finally {
       await set.close();
     }

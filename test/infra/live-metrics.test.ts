@@ -8,14 +8,13 @@
  *
  * promtool: $PROMTOOL, else PATH (testkit's promtoolBinary); each check fails when it is missing.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { TEST_AMQP_URL, amqpPrefix, freshDatabase, promtool } from '@everdict/testkit';
-import { demoConnectorsFile } from '../../cli/src/demoNotes.js';
 import { REPO, startEverdict } from '../embedded/node.js';
 import type { EverdictNode } from '../embedded/node.js';
 
@@ -41,14 +40,13 @@ describe('live /metrics of every service, as the fleet and the embedded node run
     const database = await freshDatabase('live_metrics');
     drop = database.drop;
     const dir = mkdtempSync(join(tmpdir(), 'everdict-live-metrics-'));
-    // The sample config's `notes` connector; the address is never contacted (no effect runs here).
-    writeFileSync(join(dir, 'connectors.json'), JSON.stringify(demoConnectorsFile(9)));
     const fleetEnv = {
       DATABASE_URL: database.url,
       AMQP_URL: TEST_AMQP_URL,
       EVERDICT_AMQP_PREFIX: prefix,
       EVERDICT_CONFIG: join(REPO, 'infra', 'config', 'fleet.json'),
-      EVERDICT_CONNECTORS: join(dir, 'connectors.json'),
+      // The sample config's `notes` connector; the address is never contacted (no effect runs here).
+      EVERDICT_DEMO_NOTES_URL: 'http://127.0.0.1:9/demo/notes',
     };
     const started = await Promise.allSettled([
       ...SERVICES.map(async (s) => nodes.set(s, await startEverdict({ args: ['--service', s], env: fleetEnv }))),

@@ -7,15 +7,11 @@
  * that is down parks the task `connector_down` (never fails it), with a growing backoff, and the
  * task resumes — the recorded response replayed, the read run again — once the server is back.
  */
-import { randomUUID } from 'node:crypto';
-import { createServer, type Server as HttpServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readinessBudgetMs } from '@everdict/testkit';
+import { mcpHttpServer, readinessBudgetMs } from '@everdict/testkit';
 import { call, eventually, modelAsks, REPO, say, testConfig, turnsFixture, type TurnsFixture } from './helpers.js';
 
 const EVERYTHING = join(REPO, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
@@ -38,37 +34,6 @@ function ticketServer(): Server {
   return server;
 }
 
-/** A streamable-HTTP MCP endpoint on 127.0.0.1 that can be stopped and started again on its port. */
-function httpMcp() {
-  let http: HttpServer | null = null;
-  let port = 0;
-  return {
-    async start() {
-      const sessions = new Map<string, StreamableHTTPServerTransport>();
-      http = createServer(async (req, res) => {
-        const sid = req.headers['mcp-session-id'];
-        let transport = typeof sid === 'string' ? sessions.get(sid) : undefined;
-        if (transport === undefined) {
-          const created = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (id) => void sessions.set(id, created) });
-          await ticketServer().connect(created);
-          transport = created;
-        }
-        await transport.handleRequest(req, res);
-      });
-      await new Promise<void>((resolve) => http!.listen(port, '127.0.0.1', resolve));
-      port = (http.address() as AddressInfo).port;
-    },
-    async stop() {
-      const h = http;
-      http = null;
-      if (h === null) return;
-      h.closeAllConnections();
-      await new Promise<void>((resolve) => h.close(() => resolve()));
-    },
-    url: () => `http://127.0.0.1:${port}/mcp`,
-  };
-}
-
 interface Row {
   turn: number;
   ordinal: number;
@@ -82,7 +47,7 @@ interface Row {
 describe('MCP tool servers on a real turn-worker', () => {
   let fx: TurnsFixture;
   let modelLog: string;
-  const tickets = httpMcp();
+  const tickets = mcpHttpServer(ticketServer);
   beforeAll(async () => {
     await tickets.start();
     const base = testConfig({

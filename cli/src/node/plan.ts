@@ -1,19 +1,20 @@
 /**
  * `planNode`: everything `everdict start` needs, validated BEFORE anything is touched — no
  * database connection, no migration, no broker declaration, no relay happens until the plan
- * stands. Every problem of the environment and of the files it names (fleet config, connectors
- * file, intake sources, crash points, broker definitions, the service selection itself) is
+ * stands. Every problem of the environment and of the files it names (fleet config and the
+ * variables its connectors name, intake sources, crash points, broker definitions, the service
+ * selection itself) is
  * gathered into ONE `ConfigError`, each entry naming its variable (and JSON path), so an
  * operator fixes the whole configuration in one round trip.
  */
 import { EverdictError } from '@everdict/contracts';
 import { loadTopology } from '@everdict/bus';
 import type { Topology } from '@everdict/bus';
-import { fleetConnectorProblems, loadConnectors, openConnectors } from '@everdict/connectors';
-import type { ConnectorSet, ConnectorsFile } from '@everdict/connectors';
+import { connectorEnvNames, connectorEnvProblems, openConnectors } from '@everdict/connectors';
+import type { ConnectorSet } from '@everdict/connectors';
 import { BASE_ENV, ConfigError, FleetConfigError, collectEnv, crash, envVar, loadFleetConfig, parseString } from '@everdict/service-kit';
 import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
-import { demoConnectorsFile } from '../demoNotes.js';
+import { DEMO_NOTES_URL_ENV, demoNotesUrl } from '../demoNotes.js';
 import { embeddedSettings, nodeMode } from '../embedded.js';
 import type { EmbeddedSettings } from '../embedded.js';
 import { FLEET_SERVICES, SERVICE_DEFS } from './services.js';
@@ -25,8 +26,6 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const NODE_ENV = {
   /** EVERDICT_AMQP_PREFIX: broker name prefix (default `everdict`); side-by-side fleets and tests use their own. */
   amqpPrefix: envVar('EVERDICT_AMQP_PREFIX', parseString, { default: 'everdict' }),
-  /** EVERDICT_CONNECTORS: the connectors file (coordinator, reconciler; a turn-worker whose profiles list reads). */
-  connectorsPath: envVar('EVERDICT_CONNECTORS', parseString),
   /** EVERDICT_DEMO_NOTES_DIR: fleet mode, a node running intake serves the demo notebook from this folder. */
   demoNotesDir: envVar('EVERDICT_DEMO_NOTES_DIR', parseString),
   /** EVERDICT_DATA_DIR: embedded database folder (embedded mode only). */
@@ -54,7 +53,7 @@ export interface NodePlan {
   readonly skipped: readonly { name: FleetService; missing: Requirement[] }[];
   readonly values: NodeValues;
   readonly loaded: LoadedFleetConfig;
-  /** Opened (and checked against the fleet config) when a service needs connectors. */
+  /** Opened from the fleet config's `connectors` when a service of the node uses them. */
   readonly connectors: ConnectorSet | undefined;
   readonly crash: crash.CrashPoints<string>;
   readonly topology: Topology;
@@ -64,13 +63,17 @@ export interface NodePlan {
    * for the others (claims, API reads and sweeps run side by side).
    */
   readonly poolSize: number;
-  /** Embedded mode: the data folder, config and demo connectors in use. */
+  /** Embedded mode: the data folder and config in use. */
   readonly embedded: EmbeddedSettings | undefined;
+  /**
+   * Embedded mode: the node serves the demo notebook, because the config names
+   * EVERDICT_DEMO_NOTES_URL and the node sets it to its own address.
+   */
+  readonly demoNotes: boolean;
 }
 
 const WHY: Record<Requirement, string> = {
-  EVERDICT_CONFIG: 'the fleet config (routes, profiles, case types, principals, gate policies)',
-  EVERDICT_CONNECTORS: 'the connectors file (reviewed connector operations)',
+  EVERDICT_CONFIG: 'the fleet config (routes, profiles, case types, principals, gate policies, connectors)',
 };
 
 /**
@@ -126,7 +129,7 @@ function fileProblems(variable: string, err: unknown): ConfigProblem[] {
 
 /**
  * The plan for `everdict start [--service NAME]…` under `env`. `port` is the embedded node's
- * bound port (its demo connectors aim at the notebook it serves).
+ * bound port (EVERDICT_DEMO_NOTES_URL, unless set, aims at the notebook it serves).
  * @throws ConfigError listing every problem found.
  */
 export async function planNode(requested: readonly string[], env: Env, opts: { port?: number | undefined } = {}): Promise<NodePlan> {
@@ -142,14 +145,13 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   let embedded: EmbeddedSettings | undefined;
   if (mode === 'embedded') {
     try {
-      embedded = embeddedSettings({ dataDir: values.dataDir, configPath: values.configPath, connectorsPath: values.connectorsPath });
+      embedded = embeddedSettings({ dataDir: values.dataDir, configPath: values.configPath });
     } catch (err) {
       problems.push(...fileProblems('EVERDICT_CONFIG', err));
     }
   }
   const configPath = embedded?.configPath ?? values.configPath;
-  // Embedded mode without a connectors file uses the demo notebook's connector.
-  const has = (r: Requirement) => (r === 'EVERDICT_CONFIG' ? configPath !== undefined : values.connectorsPath !== undefined || mode === 'embedded');
+  const has = (r: Requirement) => r === 'EVERDICT_CONFIG' && configPath !== undefined;
   const chosen = selectServices(requested, has, mode);
   problems.push(...chosen.problems);
   const { services: defs, skipped } = chosen;
@@ -190,17 +192,24 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   }
 
   let connectors: ConnectorSet | undefined;
-  // A service may need connectors only under this config (a turn-worker whose profiles read).
-  for (const d of loaded === undefined || has('EVERDICT_CONNECTORS') ? [] : defs) {
-    const path = d.needs.includes('EVERDICT_CONNECTORS') ? undefined : d.connectorsFor?.(loaded!.config);
-    if (path !== undefined) problems.push({ name: 'EVERDICT_CONNECTORS', reason: `is required by ${d.name}: ${path} of EVERDICT_CONFIG lists connector reads (${WHY.EVERDICT_CONNECTORS})` });
-  }
-  if (loaded !== undefined && has('EVERDICT_CONNECTORS') && defs.some((d) => d.needs.includes('EVERDICT_CONNECTORS') || d.connectorsFor?.(loaded!.config) !== undefined)) {
-    try {
-      connectors = values.connectorsPath !== undefined ? await loadConnectors(values.connectorsPath, env) : await openConnectors(demoConnectorsFile(opts.port ?? values.port) as ConnectorsFile, env);
-      for (const p of fleetConnectorProblems(loaded.config, connectors)) problems.push({ name: 'EVERDICT_CONFIG', reason: `${p.path} ${p.message}` });
-    } catch (err) {
-      problems.push(...fileProblems('EVERDICT_CONNECTORS', err));
+  // The embedded node serves the demo notebook itself, so it supplies the notebook's address.
+  const embeddedDemoNotes = mode === 'embedded' && loaded !== undefined && (env[DEMO_NOTES_URL_ENV]?.trim() ?? '') === '' && connectorEnvNames(loaded.config.connectors).some((n) => n.variable === DEMO_NOTES_URL_ENV);
+  const connectorEnv: Env = embeddedDemoNotes ? { ...env, [DEMO_NOTES_URL_ENV]: demoNotesUrl(opts.port ?? values.port ?? 8080) } : env;
+  // The services of this node that open connectors, each with the JSON path that makes it.
+  const opening = loaded === undefined ? [] : defs.flatMap((d) => {
+    const path = d.connectorsFor?.(loaded!.config);
+    return path === undefined ? [] : [{ name: d.name, path }];
+  });
+  if (loaded !== undefined && opening.length > 0) {
+    const unset = connectorEnvProblems(loaded.config.connectors, connectorEnv);
+    const by = opening.map((o) => (o.path === '/connectors' ? o.name : `${o.name} (${o.path} of EVERDICT_CONFIG lists connector reads)`)).join(', ');
+    for (const u of unset) problems.push({ name: u.variable, reason: `is required by ${by}: ${u.path} of EVERDICT_CONFIG names it` });
+    if (unset.length === 0) {
+      try {
+        connectors = await openConnectors(loaded.config.connectors, connectorEnv);
+      } catch (err) {
+        problems.push(...fileProblems('EVERDICT_CONFIG', err));
+      }
     }
   }
 
@@ -219,5 +228,6 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
     topology: topology!,
     poolSize: Math.max(...modules.map((m) => m.poolSize?.(loaded!) ?? 10)),
     embedded,
+    demoNotes: embeddedDemoNotes,
   };
 }

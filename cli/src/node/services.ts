@@ -18,14 +18,14 @@ export const FLEET_SERVICES = ['intake', 'turn-worker', 'gate', 'execution-coord
 export type FleetService = (typeof FLEET_SERVICES)[number];
 
 /** A file-backed input a service cannot run without, named by the variable that points at it. */
-export type Requirement = 'EVERDICT_CONFIG' | 'EVERDICT_CONNECTORS';
+export type Requirement = 'EVERDICT_CONFIG';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** What the node hands every service: validated before the substrate opened. */
 export interface NodeInputs {
   readonly loaded: LoadedFleetConfig;
-  /** Opened and checked against the fleet config by the plan; closed by the node's drain. */
+  /** Opened from the fleet config's `connectors` by the plan; closed by the node's drain. */
   connectors(): Promise<ConnectorSet>;
   /** The same set when the plan opened one, for a service that uses connectors only under some configs. */
   readonly openedConnectors: ConnectorSet | undefined;
@@ -56,8 +56,9 @@ export interface ServiceDef {
   readonly name: FleetService;
   readonly needs: readonly Requirement[];
   /**
-   * The JSON path of what makes this service need EVERDICT_CONNECTORS under `fleet`, beyond
-   * `needs` (undefined: nothing does). Judged once the fleet config is loaded.
+   * The JSON path of what makes this service open the connectors `fleet` declares (undefined:
+   * nothing does). Judged once the fleet config is loaded; the plan then checks every variable
+   * those declarations name.
    */
   connectorsFor?(fleet: FleetConfig): string | undefined;
   load(): Promise<ServiceModule>;
@@ -143,7 +144,9 @@ export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
   },
   'execution-coordinator': {
     name: 'execution-coordinator',
-    needs: ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
+    needs: ['EVERDICT_CONFIG'],
+    // It executes every declared write through its connector.
+    connectorsFor: () => '/connectors',
     async load() {
       const { COORDINATOR_CRASH_POINTS, COORDINATOR_ENV, startExecutionCoordinator } = await import('@everdict/execution-coordinator');
       return module({
@@ -158,7 +161,9 @@ export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
   },
   reconciler: {
     name: 'reconciler',
-    needs: ['EVERDICT_CONFIG', 'EVERDICT_CONNECTORS'],
+    needs: ['EVERDICT_CONFIG'],
+    // It asks each declared connector WhatLanded.
+    connectorsFor: () => '/connectors',
     async load() {
       const { RECONCILER_ENV, reconcilerOptionsFromEnv, startReconciler } = await import('@everdict/reconciler');
       return module({

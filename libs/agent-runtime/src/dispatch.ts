@@ -11,17 +11,21 @@
  * is journalled as an open intent, durable before the hook is asked or the handler runs.
  * Every withheld call is reported as a tool_result with isError and its refusal (K8) and is a
  * journal row like any other. Independent declared reads run in parallel; everything else runs
- * in recorded order. A read whose connector is down (`TOOL_UNAVAILABLE`) gets no outcome: its
- * intent stays open, the calls of its batch finish, no later batch starts, and dispatch throws
- * the failure for the turn to suspend on.
+ * in recorded order. A read whose connector is down (`TOOL_UNAVAILABLE`), or whose consent the
+ * hook has yet to be given (`ask` → `CONSENT_PENDING`), gets no outcome: its intent stays open,
+ * the calls of its batch finish, no later batch starts, and dispatch throws the failure for the
+ * turn to suspend on.
  */
 import {
   authorizeToolInvocation,
   callStatusForOutcome,
+  CONSENT_PENDING,
+  EverdictError,
   isIntrinsic,
   modeAdmitsInvocation,
   outcomeIsError,
   payloadHash,
+  pendingConsentTool,
   permissionRequired,
   refusalText,
   type IntrinsicToolName,
@@ -109,7 +113,11 @@ async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState
           effects: descriptor.effects ?? null,
         })
       : ({ decision: 'deny', reason: 'no permission hook is configured' } as const);
-    if (decision.decision !== 'allow') return withheld('permission_denied', 'refused', decision.reason ? `(${decision.reason})` : undefined);
+    if (decision.decision === 'ask' && need.reason === 'consent_read') {
+      throw new EverdictError(CONSENT_PENDING, `tool ${descriptor.name} waits for consent`, { details: { tool: descriptor.name, callId } });
+    }
+    if (decision.decision === 'deny') return withheld(decision.refusal ?? 'permission_denied', 'refused', decision.reason ? `(${decision.reason})` : undefined);
+    if (decision.decision !== 'allow') return withheld('permission_denied', 'refused', '(a write is never asked for consent)');
   }
 
   if (isIntrinsic(descriptor)) {
@@ -201,7 +209,8 @@ export async function dispatchActions(
     // the turn, and each outcome that was produced is recorded with it.
     const ended = await Promise.allSettled(batch.map((slot) => settleCall(ports, ctx, before, slot, events)));
     const failures = ended.flatMap((e) => (e.status === 'rejected' ? [e.reason as unknown] : []));
-    if (failures.length > 0) throw failures.find((f) => unavailableConnector(f) === null) ?? failures[0];
+    // A real fault first, then a pending consent (it parks on a decision), then a down connector.
+    if (failures.length > 0) throw failures.find((f) => unavailableConnector(f) === null && pendingConsentTool(f) === null) ?? failures.find((f) => pendingConsentTool(f) !== null) ?? failures[0];
     const settled = ended.map((e) => (e as PromiseFulfilledResult<Awaited<ReturnType<typeof settleCall>>>).value);
     settled.forEach(({ rec, callId, replayed }, i) => {
       const slot = batch[i]!;

@@ -92,7 +92,17 @@ export interface PermissionRequest {
   readonly effects: ToolEffects | null;
 }
 
-export type PermissionDecision = { readonly decision: 'allow' } | { readonly decision: 'deny'; readonly reason?: string };
+/**
+ * `deny` is answered to the model as a kernel refusal: `permission_denied` unless the hook names
+ * `consent_denied` (a consent-requiring read whose consent was refused, expired or ruled out).
+ * `ask` (consent-requiring reads only; a write asked is refused): no decision exists yet — the
+ * call is NOT run, its intent stays open and the run suspends (park `consent`) until someone
+ * decides; the resumed turn asks the hook again under the same call id.
+ */
+export type PermissionDecision =
+  | { readonly decision: 'allow' }
+  | { readonly decision: 'deny'; readonly reason?: string; readonly refusal?: 'permission_denied' | 'consent_denied' }
+  | { readonly decision: 'ask' };
 
 /** Consulted only for writes and consent-requiring reads; it never bounds a run (that is ExecutionMode). */
 export interface PermissionHook {

@@ -67,13 +67,13 @@ export type Settlement =
   | { readonly kind: 'completed'; readonly result: string | null }
   /**
    * A halt that owes a handoff (K5): budget exhaustion, an armed wait, waiting children, a
-   * provider or a read's connector that is down. Never `completed`. `handoff` is what really
-   * happened to the checkpoint.
+   * provider or a read's connector that is down, a read waiting for consent. Never `completed`.
+   * `handoff` is what really happened to the checkpoint.
    */
   | {
       readonly kind: 'suspended';
       readonly parkReason: ParkReason;
-      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down';
+      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down' | 'consent';
       readonly budgetDimension?: BudgetDimension;
       /** The connector (an MCP server, a connector) a `connector_down` halt waits on. */
       readonly connector?: string;

@@ -5,7 +5,7 @@
  * commits both with the checkpoint. Running the same turn again from the same state replays
  * the journal instead of repeating any call.
  */
-import { budgetExhausted, EverdictError, refusalText, unavailableConnector, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
+import { budgetExhausted, EverdictError, pendingConsentTool, refusalText, unavailableConnector, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest } from '@everdict/llm';
 import { decodeActionDocument, PROBLEM_REFUSAL } from './action-document.js';
 import { dispatchActions, type DocumentRefusal } from './dispatch.js';
@@ -128,6 +128,9 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
   try {
     dispatched = await dispatchActions(ports, ctx, next, actions, events, rejected);
   } catch (err) {
+    // The turn is not consumed: resuming replays the journalled response and the calls that
+    // completed, and asks for the consent of the call whose intent is open again.
+    if (pendingConsentTool(err) !== null) return settled(await suspend(ports, charge(state), 'consent', 'consent'), events);
     const connector = unavailableConnector(err);
     if (connector === null) throw err;
     // The turn is not consumed: resuming replays the journalled response and the calls that

@@ -1,35 +1,18 @@
 /**
  * The connectors a process may use (the execution coordinator executes through them, the
- * reconciler asks them WhatLanded), built from a connectors file (EVERDICT_CONNECTORS): the
- * reviewed operation definitions the fleet config's `connectors` section only names. Nothing else can reach an estate: an operation absent here is refused
- * before contact by the connector's own admission.
- *
- * File format (JSON):
- *   { "connectors": [
- *       { "kind": "http", ...HttpServiceConfig },
- *       { "kind": "postgres", "url" | "urlEnv", "installReceipts"?: boolean, ...PostgresEstateConfig } ] }
- *
- * The fleet config stays authoritative over WHAT may be gated: every connector and write
- * operation it declares must exist here, as a mutation with the same effect class; a
- * mismatch is a start-up error naming the JSON path, never a silent difference.
+ * reconciler asks them WhatLanded, a turn-worker reads through them), built from the fleet
+ * config's `connectors` section — the one declaration of every connector (declaration.ts).
+ * Nothing else can reach an estate: an operation absent there is refused before contact by the
+ * connector's own admission.
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { EverdictError } from '@everdict/contracts';
-import type { FleetConfig } from '@everdict/contracts';
+import { EverdictError, canonicalJson } from '@everdict/contracts';
 import type { Connector } from './connector.js';
-import type { HttpServiceConfig } from './http/config.js';
+import type { FleetConnectors } from './declaration.js';
+import { buildableConnectors } from './declaration.js';
 import { HttpServiceConnector } from './http/connector.js';
-import type { PostgresEstateConfig } from './postgres/config.js';
 import { PostgresEstateConnector, estatePool } from './postgres/connector.js';
 
-export type ConnectorEntry =
-  | ({ readonly kind: 'http' } & HttpServiceConfig)
-  | ({ readonly kind: 'postgres'; readonly url?: string; readonly urlEnv?: string; readonly installReceipts?: boolean } & PostgresEstateConfig);
-
-export interface ConnectorsFile {
-  readonly connectors: readonly ConnectorEntry[];
-}
+type Env = Readonly<Record<string, string | undefined>>;
 
 /** Connectors by name, opened once per process and closed at shutdown. */
 export class ConnectorSet {
@@ -57,34 +40,34 @@ export class ConnectorSet {
   }
 }
 
-function problem(path: string, message: string): EverdictError {
-  return new EverdictError('config_invalid', `connectors file: ${path} ${message}`, { details: { path } });
-}
-
 /**
- * Builds the connectors a file declares. Postgres estates get their own small pool; with
- * `installReceipts` the receipts table is created in the target when missing.
+ * Builds the connectors the fleet config declares. Postgres estates get their own small pool;
+ * with `installReceipts` the receipts table is created in the target when missing.
  *
- * @throws EverdictError `config_invalid` naming the JSON path, or the connector's own
- *   `invalid_connector_config` for a template that does not pass review.
+ * @throws EverdictError `config_invalid` naming the JSON path (and any unset variable by name),
+ *   or `invalid_connector_config` (a template or path that does not pass the connector's
+ *   review) with `details.path` the connector's JSON path.
  */
-export async function openConnectors(file: ConnectorsFile, env: Readonly<Record<string, string | undefined>> = process.env): Promise<ConnectorSet> {
-  if (!Array.isArray(file?.connectors)) throw problem('/connectors', 'must be an array');
+export async function openConnectors(connectors: FleetConnectors | undefined, env: Env = process.env): Promise<ConnectorSet> {
+  const { connectors: buildable, problems } = buildableConnectors(connectors, env);
+  if (problems.length > 0) {
+    throw new EverdictError('config_invalid', problems.map((p) => `${p.path} ${p.message}`).join('; '), { details: { path: problems[0]!.path, problems } });
+  }
   const built: Connector[] = [];
   try {
-    for (const [i, entry] of file.connectors.entries()) {
-      if (entry.kind === 'http') {
-        const { kind: _kind, ...config } = entry;
-        built.push(new HttpServiceConnector(config));
-      } else if (entry.kind === 'postgres') {
-        const { kind: _kind, url, urlEnv, installReceipts, ...config } = entry;
-        const connectionString = url ?? (urlEnv ? env[urlEnv] : undefined);
-        if (!connectionString) throw problem(`/connectors/${i}`, 'needs url or urlEnv naming a set variable');
-        const connector = new PostgresEstateConnector(config, estatePool(connectionString, { applicationName: `everdict-${config.name}` }));
-        built.push(connector);
-        if (installReceipts) await connector.installReceipts();
-      } else {
-        throw problem(`/connectors/${i}/kind`, 'must be "http" or "postgres"');
+    for (const b of buildable) {
+      const path = `/connectors/${b.config.name}`;
+      try {
+        if (b.kind === 'http') {
+          built.push(new HttpServiceConnector(b.config));
+        } else {
+          const connector = new PostgresEstateConnector(b.config, estatePool(b.connectionString, { applicationName: `everdict-${b.config.name}` }));
+          built.push(connector);
+          if (b.installReceipts) await connector.installReceipts();
+        }
+      } catch (err) {
+        if (err instanceof EverdictError && err.details['path'] === undefined) throw new EverdictError(err.code, err.message, { cause: err, details: { ...err.details, path } });
+        throw err;
       }
     }
     return new ConnectorSet(built);
@@ -94,42 +77,10 @@ export async function openConnectors(file: ConnectorsFile, env: Readonly<Record<
   }
 }
 
-/** Reads and opens the connectors file at `path`. */
-export async function loadConnectors(path: string, env: Readonly<Record<string, string | undefined>> = process.env): Promise<ConnectorSet> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(readFileSync(resolve(path), 'utf8'));
-  } catch (err) {
-    throw new EverdictError('config_invalid', `connectors file ${resolve(path)} cannot be read as JSON (${(err as NodeJS.ErrnoException).code ?? 'parse error'})`, { cause: err, details: { path: '' } });
-  }
-  return openConnectors(parsed as ConnectorsFile, env);
-}
-
 /**
- * Problems between the fleet config's declared connectors/operations and the connectors built:
- * each names the fleet config JSON path. Empty when they agree.
+ * Whether two `connectors` sections declare the same connectors. Connectors are opened once
+ * per process (pools, reviewed templates), so a reload that changes this section is refused.
  */
-export function fleetConnectorProblems(fleet: Pick<FleetConfig, 'connectors'>, set: ConnectorSet): { path: string; message: string }[] {
-  const problems: { path: string; message: string }[] = [];
-  for (const [name, declared] of Object.entries(fleet.connectors ?? {})) {
-    if (!declared) continue;
-    const connector = set.get(name);
-    if (!connector) {
-      problems.push({ path: `/connectors/${name}`, message: 'is declared but the connectors file does not define it' });
-      continue;
-    }
-    const capability = connector.describe();
-    for (const [op, spec] of Object.entries(declared.operations)) {
-      if (!spec) continue;
-      const path = `/connectors/${name}/operations/${op}`;
-      if (spec.access === 'write') {
-        const mutation = capability.operations.find((o) => o.name === op);
-        if (!mutation) problems.push({ path, message: 'is a write the connector does not register as a mutation' });
-        else if (spec.effectClass !== undefined && spec.effectClass !== mutation.effectClass) problems.push({ path: `${path}/effectClass`, message: `differs from the connector's ${mutation.effectClass}` });
-      } else if (!capability.readOperations.some((r) => r.name === op)) {
-        problems.push({ path, message: 'is a read the connector does not register' });
-      }
-    }
-  }
-  return problems;
+export function sameConnectors(a: FleetConnectors | undefined, b: FleetConnectors | undefined): boolean {
+  return canonicalJson(a ?? {}) === canonicalJson(b ?? {});
 }

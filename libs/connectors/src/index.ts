@@ -25,4 +25,5 @@ export { DEFAULT_READ_FUNCTIONS, readOnlyProblem, readPolicy } from './postgres/
 export type { ReadPolicy } from './postgres/readonly.js';
 export { classifyExecuteFailure, classifyCheckFailure } from './postgres/classify.js';
 export { compileTemplate } from './postgres/template.js';
+export * from './declaration.js';
 export * from './connectorSet.js';

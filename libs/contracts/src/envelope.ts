@@ -233,3 +233,45 @@ export function checkEnvelope(parsed: unknown): DecodeResult {
   }
   return { ok: true, envelope: envelope as unknown as AnyEnvelope };
 }
+
+/** Who stamps a message: a task's turn (the model's run) or a service acting on no task's behalf. */
+export type TrustStamper = 'task' | 'service';
+
+/**
+ * The trust label of a message, from where its CONTENT really came from (seed 004 §4), never
+ * from who relays it. One decision for every sender, so a new message kind is labelled here:
+ * - `agent`: the payload carries model-written content — a child's plan (`plan.submitted`), a
+ *   question (`question.raised`), a parent agent's answer (`question.answered` from a task), a
+ *   proposal's packet (`gate.requested`), a task's report (`task.finished`, except a
+ *   cancellation, whose summary the runtime writes);
+ * - `external`: the payload carries content from outside the platform — an effect outcome
+ *   with the target's receipt (`effect.outcome` with `receipt`);
+ * - `platform`: only messages the runtime makes itself — nudges (`task.runnable`), gate
+ *   decisions, operator controls and answers entered through the intake (authenticated
+ *   principals, not model output), an outcome without a receipt.
+ * The payload is read only for the fields named above; an unknown shape is never `platform`
+ * when it could carry content: a task-stamped message of a kind not listed is `agent`.
+ */
+export function trustLabelFor(type: MessageType, payload: unknown, stamper: TrustStamper): TrustLabel {
+  const p = (payload ?? {}) as { outcome?: unknown; receipt?: unknown };
+  switch (type) {
+    case 'task.runnable':
+    case 'gate.decided':
+    case 'task.cancel':
+    case 'task.resume':
+    case 'budget.topped_up':
+      return 'platform';
+    case 'plan.submitted':
+    case 'question.raised':
+    case 'gate.requested':
+      return 'agent';
+    case 'question.answered':
+      return stamper === 'task' ? 'agent' : 'platform';
+    case 'task.finished':
+      return p.outcome === 'cancelled' ? 'platform' : 'agent';
+    case 'effect.outcome':
+      return p.receipt !== undefined && p.receipt !== null ? 'external' : 'platform';
+    default:
+      return stamper === 'task' ? 'agent' : 'platform';
+  }
+}

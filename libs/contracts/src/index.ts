@@ -28,7 +28,10 @@ export * from './ids.js';
 export * from './errors.js';
 export * from './kernel.js';
 export * from './clock.js';
+import type { FleetHttpOperation, FleetPostgresOperation } from './generated/index.js';
 export * from './generated/index.js';
+/** One operation of either connector kind: the fields every process reads (access, params, effect class, impact keys). */
+export type FleetOperation = FleetHttpOperation | FleetPostgresOperation;
 export * from './schema-registry.js';
 export * from './messages.js';
 export * from './envelope.js';

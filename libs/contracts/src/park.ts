@@ -21,6 +21,7 @@ export const PARK_REASONS = [
   'budget',
   'capability_gap',
   'children',
+  'consent',
 ] as const;
 export type ParkReason = (typeof PARK_REASONS)[number];
 
@@ -42,6 +43,8 @@ export const WAKE_CAUSES = [
   'top_up',
   /** Health-gated backoff: the park's timer elapsed, or its route answered since it parked. */
   'backoff',
+  /** A role holder decided the consent gate the task's call waits on (approved, rejected, expired, revoked). */
+  'consent_decided',
 ] as const;
 export type WakeCause = (typeof WAKE_CAUSES)[number];
 
@@ -64,6 +67,7 @@ export const PARK_CLASSES = {
   budget: { wakes: ['top_up'], timer: false },
   capability_gap: { wakes: [], timer: false },
   children: { wakes: ['children_reported', 'child_question'], timer: false },
+  consent: { wakes: ['consent_decided'], timer: false },
 } as const satisfies Record<ParkReason, ParkClass>;
 
 /** The `task.runnable` reason a woken task is nudged with, per cause. */
@@ -76,6 +80,7 @@ export const WAKE_RUNNABLE = {
   child_question: 'woken',
   top_up: 'woken',
   backoff: 'woken',
+  consent_decided: 'decided',
 } as const satisfies Record<WakeCause, RunnableReason>;
 
 function classOf(reason: string | null): ParkClass | undefined {

@@ -12,6 +12,7 @@ export const KERNEL_REFUSALS = {
   read_out_of_scope: 'Kernel refusal [read_out_of_scope]: this read is outside the envelope scope; it was not run.',
   write_out_of_scope: 'Kernel refusal [write_out_of_scope]: this write is outside the envelope scope; it was not run.',
   permission_denied: 'Kernel refusal [permission_denied]: the permission hook denied this call; it was not run.',
+  consent_denied: 'Kernel refusal [consent_denied]: consent for this exact call was refused or not given; it was not run.',
   shadow_denied: 'Kernel refusal [shadow_denied]: this run is in shadow mode; the call was captured, not run.',
   unregistered_tool: 'Kernel refusal [unregistered_tool]: no tool with this name is registered; nothing was run.',
   invalid_arguments: 'Kernel refusal [invalid_arguments]: the arguments do not match the tool schema; nothing was run.',

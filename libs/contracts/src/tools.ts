@@ -153,3 +153,18 @@ export function unavailableConnector(err: unknown): string | null {
   const connector = err.details.connector;
   return typeof connector === 'string' ? connector : 'unknown';
 }
+
+/**
+ * The code dispatch throws when the permission hook answers `ask` for a consent-requiring read
+ * (`details.tool` names it): nobody has decided the call yet. Like `TOOL_UNAVAILABLE`, nothing
+ * ran and nothing is the model's to judge — the call's intent stays open, the run suspends and
+ * the task parks `consent`; the resumed turn asks the hook again under the same call id.
+ */
+export const CONSENT_PENDING = 'consent_pending';
+
+/** The tool a failure says waits for consent, or null when the failure is something else. */
+export function pendingConsentTool(err: unknown): string | null {
+  if (!isEverdictError(err, CONSENT_PENDING)) return null;
+  const tool = err.details.tool;
+  return typeof tool === 'string' ? tool : 'unknown';
+}

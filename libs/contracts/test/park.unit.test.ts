@@ -13,6 +13,7 @@ describe('park classes: what wakes each park reason', () => {
     budget: ['top_up'],
     capability_gap: [],
     children: ['children_reported', 'child_question'],
+    consent: ['consent_decided'],
   };
 
   it('has exactly one class per park reason', () => {

@@ -12,7 +12,7 @@
  * - impact keys are claimed in sorted order and released only by the call that holds them,
  *   which the callers do only on a conclusive outcome.
  */
-import { buildEnvelope, encodeEnvelope, sha256Hex, systemClock, validatePacket } from '@everdict/contracts';
+import { buildEnvelope, encodeEnvelope, sha256Hex, systemClock, trustLabelFor, validatePacket } from '@everdict/contracts';
 import type { CurrentVersion, EffectPacket, GateState, MessageType, PayloadOf, SenderService, Verdict, WhatLanded } from '@everdict/contracts';
 import type { Queryable } from './db.js';
 import { PaperCorrupt, PaperMissing } from './errors.js';
@@ -399,7 +399,7 @@ export async function enqueuePlatformMessage<T extends MessageType>(uow: UnitOfW
       caseId,
       lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] },
       sender: { service, taskId: null, profile: null, profileVersion: null },
-      trust: 'platform',
+      trust: trustLabelFor(type, payload, 'service'),
       payload,
     },
     systemClock,

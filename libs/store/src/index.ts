@@ -18,6 +18,8 @@ export * from './cases.js';
 // Effects under authority: gates, decisions, grants, impact claims, dispatches, effect calls.
 export * from './effects.js';
 export * from './proposals.js';
+// Consent gates for egress reads (K3).
+export * from './consents.js';
 export * from './groupCommit.js';
 // Intake: case views, question answers, mailbox cursors, fleet counts.
 export * from './intake.js';

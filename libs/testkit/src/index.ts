@@ -109,3 +109,4 @@ export * from './everdictStart.js';
 export * from './tools.js';
 export * from './readiness.js';
 export * from './ports.js';
+export * from './mcpHttpServer.js';

@@ -8,7 +8,6 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { EverdictError, systemClock } from '@everdict/contracts';
 import type { Clock, FleetConfig } from '@everdict/contracts';
-import { fleetConnectorProblems } from '@everdict/connectors';
 import type { ConnectorSet } from '@everdict/connectors';
 import { startInboxConsumer } from '@everdict/bus';
 import type { Substrate } from '@everdict/host';
@@ -40,9 +39,11 @@ interface RunningCoordinator {
 }
 
 export async function startExecutionCoordinator(ctx: ServiceContext, substrate: Substrate, fleet: FleetConfig, opts: CoordinatorOptions): Promise<RunningCoordinator> {
-  const problems = fleetConnectorProblems(fleet, opts.connectors);
-  if (problems.length > 0) {
-    throw new EverdictError('config_invalid', `fleet config and connectors disagree: ${problems.map((p) => `${p.path} ${p.message}`).join('; ')}`, { details: { path: problems[0]!.path, problems } });
+  // The set is built from the same `connectors` section (libs/connectors openConnectors); a
+  // composition handing a set without some declared connector is a bug, refused before any claim.
+  const missing = Object.keys(fleet.connectors ?? {}).filter((name) => opts.connectors.get(name) === undefined);
+  if (missing.length > 0) {
+    throw new EverdictError('config_invalid', `connectors declared by the fleet config were not opened: ${missing.join(', ')}`, { details: { path: `/connectors/${missing[0]!}` } });
   }
   const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   const dispatcher = new Dispatcher({

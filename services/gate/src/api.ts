@@ -2,7 +2,9 @@
  * The gate's JSON API (DESIGN §7), mounted on the service's HTTP port:
  *
  *   GET  /v1/gates?state=open        gates the principal may see and has a role to decide
- *   GET  /v1/gates/:id               one such gate, with its exact packet and decisions
+ *   GET  /v1/gates/:id               one such gate, with its exact packet and decisions (a
+ *                                    consent gate: `kind: "consent"` and the exact call —
+ *                                    tool, arguments, destination — its digest is bound to)
  *   POST /v1/gates/:id/decisions     {"decision", "verdict": "approve"|"reject", "digest", "reason"?}
  *   POST /v1/gates/:id/revoke        {"reason"?}  (operator, or a holder of one of the gate's roles)
  *
@@ -18,7 +20,7 @@ import type { GateState } from '@everdict/contracts';
 import { RequestError, authenticateRequest, readJsonObject, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import type { RouteHandler } from '@everdict/service-kit';
-import { listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
+import { consentOfGate, listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
 import type { DecisionRow, GateRow, Store } from '@everdict/store';
 import { decide, revoke } from './decide.js';
 
@@ -118,8 +120,11 @@ async function gateView(store: Store, principal: Principal, g: GateRow, decision
     }
   }
   const grant = g.state === 'approved' || g.state === 'revoked' ? await loadGrantOfGate(store.db, g.id) : undefined;
+  // A consent gate shows exactly what is consented to: the tool, its arguments, the destination.
+  const consent = await consentOfGate(store.db, g.id);
   return {
     id: g.id,
+    kind: consent === undefined ? 'write' : 'consent',
     caseId: g.case_id,
     taskId: g.task_id,
     state: g.state,
@@ -148,5 +153,8 @@ async function gateView(store: Store, principal: Principal, g: GateRow, decision
     grant: grant ? { id: grant.id, state: grant.state, expiresAt: grant.expires_at.toISOString(), revokedAt: grant.revoked_at?.toISOString() ?? null } : null,
     packet,
     ...(packetProblem ? { packetProblem } : {}),
+    ...(consent === undefined
+      ? {}
+      : { consent: { callId: consent.call_id, tool: consent.tool_name, arguments: consent.arguments, destination: consent.destination, rule: consent.rule, consumedAt: consent.consumed_at?.toISOString() ?? null } }),
   };
 }

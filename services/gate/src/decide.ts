@@ -9,21 +9,27 @@
  *
  * Each decision is its own row bound to the digest it was given on. One principal holding
  * several roles may answer several decisions; each answer is one request and one row.
+ *
+ * A consent gate (K3: one exact egress read, its digest that of the call) goes through the same
+ * checks and decision row; its verdict issues no grant and wakes the task parked on it directly.
  */
-import { newId } from '@everdict/contracts';
+import { newId, WAKE_RUNNABLE, wakes } from '@everdict/contracts';
 import type { GateState, Verdict } from '@everdict/contracts';
 import { seesCustomer } from '@everdict/http-api';
 import type { Principal } from '@everdict/http-api';
 import {
   closeGateAs,
+  consentOfGate,
   enqueuePlatformMessage,
   isGateExpired,
   issueGrant,
   loadDecisions,
   loadGate,
   loadGrantOfGate,
+  lockTask,
   recordDecision,
   revokeGrantNow,
+  wakeTask,
 } from '@everdict/store';
 import type { GateRow, Store, UnitOfWork } from '@everdict/store';
 import { pendingDecisions } from './policy.js';
@@ -104,6 +110,9 @@ async function decideInUnit(uow: UnitOfWork, principal: Principal, input: Verdic
     body: { gateId: gate.id, decision: input.decision, verdict: input.verdict, principal: principal.id, role: required.role, digest: input.digest, reason: input.reason },
   });
 
+  const consent = await consentOfGate(uow, gate.id);
+  if (consent !== undefined) return closeConsent(uow, gate, input, principal.id, consent.task_id);
+
   if (input.verdict === 'reject') {
     const reason = `${input.decision} rejected by ${principal.id}${input.reason ? `: ${input.reason}` : ''}`.slice(0, 2000);
     await closeGateAs(uow, gate.id, 'rejected', reason);
@@ -128,6 +137,25 @@ async function decideInUnit(uow: UnitOfWork, principal: Principal, input: Verdic
     expiresAt,
   });
   return accepted(201, gate, input, 'approved', [], grant);
+}
+
+/**
+ * A consent gate needs its one decision: the verdict closes it (approved or rejected; no grant —
+ * the consent admits exactly the call it is bound to, which the turn-worker's hook checks) and
+ * wakes the task parked on THIS gate, in the verdict's unit of work.
+ */
+async function closeConsent(uow: UnitOfWork, gate: GateRow, input: VerdictInput, principalId: string, taskId: string): Promise<DecideResult> {
+  const approved = input.verdict === 'approve';
+  const reason = approved ? null : `${input.decision} rejected by ${principalId}${input.reason ? `: ${input.reason}` : ''}`.slice(0, 2000);
+  const state = approved ? 'approved' : 'rejected';
+  await closeGateAs(uow, gate.id, state, reason);
+  await uow.appendLedger(gate.case_id, { kind: approved ? 'consent_approved' : 'consent_rejected', body: { gateId: gate.id, taskId, digest: gate.packet_digest, principal: principalId, ...(reason ? { reason } : {}) } });
+  const task = await lockTask(uow, taskId);
+  const waitsOnIt = task !== undefined && task.state === 'parked' && wakes(task.park_reason, 'consent_decided') && (task.park_detail as { gateId?: unknown } | null)?.gateId === gate.id;
+  if (waitsOnIt && (await wakeTask(uow, taskId, 'consent_decided'))) {
+    await enqueuePlatformMessage(uow, GATE_SERVICE, 'task.runnable', gate.case_id, { taskId, reason: WAKE_RUNNABLE.consent_decided });
+  }
+  return accepted(201, gate, input, state, [], undefined);
 }
 
 async function stillPending(uow: UnitOfWork, gate: GateRow): Promise<string[]> {

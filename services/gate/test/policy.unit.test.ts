@@ -11,7 +11,7 @@ const fleet: Pick<FleetConfig, 'gatePolicies' | 'connectors'> = {
     empty: { decisions: [] },
   },
   connectors: {
-    crm: { kind: 'postgres', operations: { 'schema.alter': { access: 'write', effectClass: 'ddl' }, 'rows.fix': { access: 'write', effectClass: 'dml' }, 'rows.read': { access: 'read' } } },
+    crm: { kind: 'postgres', target: { system: 'crm', environment: 'test' }, urlEnv: 'CRM_DATABASE_URL', operations: { 'schema.alter': { access: 'write', effectClass: 'ddl' }, 'rows.fix': { access: 'write', effectClass: 'dml' }, 'rows.read': { access: 'read' } } },
   },
 };
 

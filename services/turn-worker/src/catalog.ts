@@ -73,6 +73,7 @@ export class Catalog {
         fleet: () => this.gen.loaded.config,
         auditorOf: (profileName) => this.auditorOf(profileName),
         turnOf: (taskId) => this.proposals.get(taskId),
+        auditorTools: (name) => this.auditorTools(name),
       }),
     );
     this.gen = this.build(loaded);
@@ -89,6 +90,24 @@ export class Catalog {
     const profile = this.gen.loaded.config.profiles[name];
     if (!profile) return { missing: `auditor profile ${name} is not in the fleet config` };
     return { name, profile, client: this.gen.router.client(profile.route) };
+  }
+
+  /**
+   * The read tools an auditor profile declares for checking evidence: its connector reads and
+   * its MCP tools declared `read`. A server that cannot be reached offers nothing (the audit
+   * goes on without it rather than parking the proposing task).
+   */
+  async auditorTools(name: string): Promise<Tool[]> {
+    const profile = this.profile(name);
+    const reads = (profile.reads ?? []).map((entry) => this.gen.reads.get(entry)).filter((t): t is Tool => t !== undefined);
+    let mcp: Tool[];
+    try {
+      await this.connectTools(name);
+      mcp = this.mcpTools(profile);
+    } catch {
+      mcp = [];
+    }
+    return [...reads, ...mcp].filter((t) => t.descriptor.access === 'read');
   }
 
   /** Every running turn has its entry in `proposals`, which names the task's case. */

@@ -6,8 +6,8 @@
  *                         and outbox under the task's own fence, no transaction of its own;
  *   the turn + placements a unit of work: hold the fence (reading a pending cancel and the row
  *                         version under it), compact, count the children still to report, decide,
- *                         place (children, plan, proposal, questions, resume note), then execute
- *                         the write — last, since it may give the fence up;
+ *                         place (children, plan, proposal, consent gates, questions, resume
+ *                         note), then execute the write — last, since it may give the fence up;
  *   a park alone          a unit of work, or — to stop a turn already written at its checkpoint
  *                         (a soft cancel the group-commit statement reported) — the group commit.
  * Every path executes the value `turnWrite` built; none writes a transition of its own.
@@ -19,6 +19,8 @@ import type { Store, UnitOfWork } from '@everdict/store';
 import { needsCompaction } from './compaction.js';
 import { nextBackoffAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
+import { placeConsents, waitOnConsent } from './consent.js';
+import type { ConsentAsk } from './consent.js';
 import { compact, placeChild, placePlan, placeProposal, placeQuestions, placeResumeNote } from './placement.js';
 import type { Placer } from './placement.js';
 import { providerBackoffMs } from './settings.js';
@@ -37,6 +39,8 @@ export interface Produced {
   readonly buffer: TurnBuffer;
   /** What `writes__propose` decided this turn (a gate to ask or wait on; ledger records). */
   readonly proposing: ProposalTurn;
+  /** The consent gates this turn's calls asked for (the task parks on the first). */
+  readonly consents: readonly ConsentAsk[];
   readonly host: HostState;
   readonly before: RunState;
   /** The state as restored, before this turn's notes were appended. */
@@ -64,17 +68,20 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   const proposed = p.proposing.proposal !== null || p.proposing.ledger.length > 0;
 
   const decide = (cancelRequested: 'hard' | 'soft' | null, unreported: number) =>
-    waitOnProposal(
-      settle({
-        settlement: result.settlement,
-        cancelRequested,
-        release: p.release,
-        unreportedChildren: unreported,
-        route: tr.view.model.route.name,
-        backoffAttempt: nextBackoffAttempt(task.park_reason, task.park_detail),
-        backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
-      }),
-      p.proposing.proposal,
+    waitOnConsent(
+      waitOnProposal(
+        settle({
+          settlement: result.settlement,
+          cancelRequested,
+          release: p.release,
+          unreportedChildren: unreported,
+          route: tr.view.model.route.name,
+          backoffAttempt: nextBackoffAttempt(task.park_reason, task.park_detail),
+          backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
+        }),
+        p.proposing.proposal,
+      ),
+      p.consents,
     );
   const product = (state: { readonly run: RunState; readonly host: HostState }): TurnProduct => ({
     turn: p.before.turn,
@@ -95,7 +102,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   let committed = { run: next, host };
   let resumeSeq: number | null = null;
   const first = decide(null, 0);
-  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask);
+  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask) || p.consents.length > 0;
   if (!placing) {
     // The hot path: the turn, and a transition that ends the activation, as one part of a
     // group-commit statement.
@@ -123,6 +130,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
       for (const child of buffer.children) await placeChild(env.catalog, uow, at, child);
       if (plan !== null) await placePlan(uow, at, plan, held.rowVersion);
       if (proposed) await placeProposal(uow, at, p.proposing);
+      if (p.consents.length > 0) transition = await placeConsents(uow, at, p.consents, transition);
       if (isPark(transition) && transition.ask) transition = await placeQuestions(uow, at, transition, state.run.wait);
       const seq = transition.kind === 'resume_now' ? await placeResumeNote(uow, at, transition.note) : null;
       const c = turnWrite({ subject, transition, product: product(state) });

@@ -9,7 +9,7 @@
  *   case type's scope names it by connector, operation or prefix like a write; the kernel's
  *   `authorizeToolInvocation` decides, before the handler runs, like for every tool.
  * - It reaches a target over the network (`transport: remote`) but the target is the operator's
- *   own estate, declared in the connectors file: `egress: internal`, so no consent is asked;
+ *   own estate, declared in the fleet config's `connectors`: `egress: internal`, so no consent is asked;
  *   an undeclared egress would be external.
  * - Reads of one turn run side by side only when the connector declares the operation
  *   independent; otherwise in recorded order (the kernel's dispatch decides from the flag).
@@ -194,7 +194,8 @@ export function listedReads(config: Pick<FleetConfig, 'profiles'>): string[] {
 /**
  * The read tools of `config`, by `connector/operation`. An entry whose connector or operation
  * the set does not hold gets no tool: start-up and reload refuse such a config first
- * (fleetConnectorProblems, and a turn-worker without connectors refuses reads at all).
+ * (the set is opened from the same `connectors` section, and a node that opened no connectors
+ * refuses a config whose profiles read).
  */
 export function connectorReadTools(
   config: Pick<FleetConfig, 'profiles' | 'connectors'>,

@@ -9,13 +9,16 @@
  *                       or written with the previous turn's checkpoint); the model not yet called
  *   after_model         the model answered; its response exists only in memory
  *   after_response      response (+ the first batch of tool intents) committed; no tool has run
+ *   after_read_batch    a later batch's intents committed together with the outcomes of every
+ *                       batch before it (only a turn whose calls form two or more batches);
+ *                       the new batch has not run
  *   after_tool_results  tools ran; their outcomes are in memory, the turn's commit has not begun
  *   after_commit        a turn's final commit (or a claim's unit of work) committed; before the
  *                       ack of the delivery / the next step of the activation
  */
 import { crash } from '@everdict/service-kit';
 
-export const CRASH_POINTS = ['after_intent', 'after_model', 'after_response', 'after_tool_results', 'after_commit'] as const;
+export const CRASH_POINTS = ['after_intent', 'after_model', 'after_response', 'after_read_batch', 'after_tool_results', 'after_commit'] as const;
 export type CrashPoint = (typeof CRASH_POINTS)[number];
 
 export type CrashPoints = crash.CrashPoints<CrashPoint>;

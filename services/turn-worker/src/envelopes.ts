@@ -3,7 +3,7 @@
  * (id, sender, lineage, trust, hash) from PERSISTED task rows, and the message goes into the
  * outbox of the unit of work that decided it — never published from a transaction.
  */
-import { buildEnvelope, encodeEnvelope, systemClock } from '@everdict/contracts';
+import { buildEnvelope, encodeEnvelope, systemClock, trustLabelFor } from '@everdict/contracts';
 import type { CurrentVersion, MessageType, PayloadOf, RunnableReason } from '@everdict/contracts';
 import type { FenceToken, OutboxWrite, UnitOfWork } from '@everdict/store';
 
@@ -32,7 +32,8 @@ function stamp<T extends MessageType>(type: T, payload: PayloadOf<T, CurrentVers
       caseId: opts.caseId,
       lineage: { rootCaseId: opts.caseId, parentTaskId: from?.parent_id ?? null, ancestry: from ? [...from.ancestry] : [] },
       sender: { service: 'turn-worker', taskId: from?.id ?? null, profile: from?.profile ?? null, profileVersion: from ? from.profile_version : null },
-      trust: 'platform',
+      // From the content's origin (trustLabelFor), not from the relaying service.
+      trust: trustLabelFor(type, payload, from ? 'task' : 'service'),
       payload,
     },
     systemClock,

@@ -179,6 +179,9 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const detail = (task.park_detail ?? {}) as { gateId?: string };
+    // A consent gate closed by expiry or revocation: the call it waits on is refused when the
+    // task runs again (the gate service wakes it itself on a verdict).
+    if (task.state === 'parked' && wakes(task.park_reason, 'consent_decided') && detail.gateId === p.gateId) return (await wake(uow, task.id, 'consent_decided'), 'applied');
     if (task.state !== 'parked' || !wakes(task.park_reason, 'gate_refused') || detail.gateId !== p.gateId) return 'ignored';
     await addNote(uow, task.id, 'gate', { gateId: p.gateId, outcome: p.outcome, reason: p.reason ?? null }, e.id);
     if (p.outcome === 'approved') return 'applied';

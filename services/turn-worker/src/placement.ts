@@ -111,7 +111,8 @@ export async function placeProposal(uow: UnitOfWork, at: Placer, proposing: Prop
       digest: packet.digest,
       mutationKey: proposal.mutationKey,
       operation: `${packet.operation.connector}/${packet.operation.name}`,
-      audit: { verdict: proposal.audit.verdict, by: proposal.audit.by, reason: proposal.audit.reason },
+      audit: { verdict: proposal.audit.verdict, by: proposal.audit.by, reason: proposal.audit.reason, reads: [...(proposal.audit.reads ?? [])] },
+      evidence: (packet.evidence ?? []).map((c) => ({ ...c })),
     },
   });
 }

@@ -14,10 +14,12 @@
  * - a proposal outside the case's write scope, of an unregistered operation, with a parameter
  *   out of bounds, without a revert or without a target identity never becomes a packet;
  * - a new tool-call id never makes a second operation: the mutation key (case + plan step +
- *   semantic hash) finds the earlier receipt, the unknown outcome, or the gate already asked.
+ *   semantic hash) finds the earlier receipt, the unknown outcome, or the gate already asked;
+ * - cited evidence is part of the packet (and so of its digest) but not of what the effect does:
+ *   re-proposing the same change with other evidence is the same mutation.
  */
 import { scopeEntryMatches, validatePacket } from '@everdict/contracts';
-import type { EffectCheck, EffectPacket, EffectRevert, ExecutionEnvelope, FleetConfig, FleetConnector, FleetOperation, FleetParamBound } from '@everdict/contracts';
+import type { EffectCheck, EffectPacket, EffectRevert, EvidenceCitation, ExecutionEnvelope, FleetConfig, FleetConnector, FleetOperation, FleetParamBound } from '@everdict/contracts';
 
 export const PROPOSE_TOOL = 'writes__propose';
 
@@ -39,6 +41,7 @@ export interface ProposalArgs {
   readonly preconditions?: readonly EffectCheck[];
   readonly assertions?: readonly EffectCheck[];
   readonly impactKeys?: readonly string[];
+  /** Citations (evidence.ts): tool-call ids of this task's completed reads, journal call ids, paper refs. */
   readonly evidence?: readonly string[];
 }
 
@@ -80,14 +83,23 @@ export const PROPOSE_INPUT_SCHEMA = {
     preconditions: { type: 'array', maxItems: 32, items: { type: 'object' } },
     assertions: { type: 'array', maxItems: 32, items: { type: 'object' } },
     impactKeys: { type: 'array', maxItems: 32, items: { type: 'string', minLength: 1, maxLength: 256 } },
-    evidence: { type: 'array', maxItems: 8, items: { type: 'string', maxLength: 2000 }, description: 'What the proposal relies on, for the independent auditor.' },
+    evidence: {
+      type: 'array',
+      maxItems: 8,
+      items: { type: 'string', minLength: 1, maxLength: 512 },
+      description:
+        'Evidence for the independent auditor, as citations (not prose): the tool-call id of a read you made in this task that ' +
+        'completed (the id of your own tool call), or a paper ref you may read (e.g. "result:<id>"). The auditor sees each cited ' +
+        'result with its origin, never your conversation.',
+    },
   },
 } as const;
 
 export const PROPOSE_DESCRIPTION =
   'Propose one write to a registered connector operation. Nothing is executed by this call: the exact packet is audited, ' +
   'then role holders approve or reject it; your task waits until the effect has landed (or was refused) and you are told. ' +
-  'Proposing the same change again returns the recorded result instead of a second operation.';
+  'Proposing the same change again returns the recorded result instead of a second operation. ' +
+  'Cite the reads the change relies on in `evidence` by the ids of your own tool calls: the auditor is shown those results with their origin.';
 
 const isStepRef = (v: unknown): v is StepRef => typeof v === 'object' && v !== null && typeof (v as StepRef).fromStep === 'string' && typeof (v as StepRef).pointer === 'string';
 
@@ -189,6 +201,8 @@ export interface PacketContext {
   readonly fleet: Pick<FleetConfig, 'connectors'>;
   /** The task's current plan (null: none). A packet of a planned task must realise one of its steps. */
   readonly plan: { readonly revision: number; readonly stepIds: readonly string[] } | null;
+  /** The resolved citations (evidence.ts); the packet carries them, so the digest binds them. */
+  readonly evidence?: readonly EvidenceCitation[];
 }
 
 type PacketBuild = { readonly ok: true; readonly packet: EffectPacket } | { readonly ok: false; readonly problems: readonly string[] };
@@ -247,6 +261,7 @@ export function buildPacket(args: ProposalArgs, params: Readonly<Record<string, 
     revert,
     impactKeys,
     summary: args.summary,
+    ...(ctx.evidence !== undefined && ctx.evidence.length > 0 ? { evidence: ctx.evidence.map((c) => ({ ...c })) } : {}),
   };
   const valid = validatePacket(packet);
   if (!valid.ok) return { ok: false, problems: valid.violations.map((v) => `packet${v.path} ${v.message}`) };

@@ -7,8 +7,9 @@
  *       follows another in the same activation gets its C1 written by the previous turn's C3
  *       (the next request is fully determined by the committed state), so it costs no commit;
  *   C2  response paper (the model call completed) + the first batch's tool intents . turnJournal
- *       — before any tool runs (each later sequential batch commits its intents the same way;
- *       a response with no tool call is written by C3 instead);
+ *       — before any tool runs (each later sequential batch commits its intents the same way,
+ *       with the outcomes of the batches before it; a response with no tool call is written by
+ *       C3 instead);
  *   C3  tool outcomes + offloaded results + state paper + checkpoint + the next turn's intent
  *       + task transition + outbox + one ledger record: ONE value (turnWrite.ts), executed by
  *       commit.ts — with the children, plan revision, proposal and questions placed before it
@@ -26,6 +27,10 @@
  *                       second ask, and only because no response was ever persisted.
  *   after_response      C2 is durable. The response is replayed from the journal (no ask); tools
  *                       run under the call ids allocated before the crash.
+ *   after_read_batch    a later batch's intents are durable with every outcome of the batches
+ *                       before it. Response replayed; those outcomes are replayed from the
+ *                       journal (no completed read runs again); the open intents run under
+ *                       their original call ids.
  *   after_tool_results  C2 is durable; outcomes died in memory. Response replayed; reads whose
  *                       outcome was never persisted run again under their original call id (they
  *                       never completed); a write with an open intent would be withheld as unknown.
@@ -49,7 +54,7 @@ import type { HostState } from './statePaper.js';
 import { committedHandoff, deferredSubAgents, paperResultStore, TurnBuffer } from './turnBuffer.js';
 import { TurnJournal } from './turnJournal.js';
 import type { ToolTiming } from './tools.js';
-import { PROPOSE_TOOL } from './proposal.js';
+import { permissionHook, type ConsentAsk } from './consent.js';
 import type { ProposalTurn } from './writesPropose.js';
 
 export { parkWithoutTurn } from './commit.js';
@@ -153,6 +158,7 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
 
   const t = timing();
   env.timings.set(taskId, t);
+  const buffer = new TurnBuffer();
   const journal = new TurnJournal({
     store: env.store,
     committer: env.committer,
@@ -166,18 +172,20 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     prewritten,
     notesToPin: notes.map((n) => n.seq),
     crash: env.crash,
+    results: buffer,
     onCommit,
   });
-  const buffer = new TurnBuffer();
   const proposing: ProposalTurn = {
     caseId: tr.task.case_id,
     envelope: tr.runCtx.envelope,
     profileName: tr.view.profileName,
+    token: tr.token,
     plan: run.plan ? { revision: run.plan.revision, stepIds: run.plan.steps.map((s) => s.id) } : null,
     proposal: null,
     ledger: [],
   };
   env.catalog.proposals.set(taskId, proposing);
+  const consents: ConsentAsk[] = [];
   const deps: KernelDeps = {
     model: instrumented(tr.view.model, t, env.modelLog, { taskId, turn: turnNo }),
     journal,
@@ -186,14 +194,9 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     clock: env.clock,
     subAgents: deferredSubAgents(buffer),
     handoff: committedHandoff(buffer),
-    // K3: the hook fires for writes. The only write an agent has is a proposal, which executes
-    // nothing — the human's authority is the gate's grant — so proposals are allowed and any
-    // other write is refused.
-    permission: {
-      async request(req) {
-        return req.tool === PROPOSE_TOOL ? { decision: 'allow' } : { decision: 'deny', reason: 'writes go through writes__propose and a gate' };
-      },
-    },
+    // K3: writes (only proposals are allowed) and consent-requiring reads (the case type's
+    // consent rules; an `ask` parks the turn on a consent gate, placed with its commit).
+    permission: permissionHook({ db: env.store.db, fleet: () => env.catalog.loaded.config, caseId: tr.task.case_id, profileName: tr.view.profileName, registry: tr.view.registry, asks: consents }),
   };
 
   let result: TurnResult;
@@ -213,7 +216,7 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
   }
   if (journal.ranTools) env.crash.reach('after_tool_results', { taskId, turn: turnNo });
 
-  const end = await commitTurn(env, tr, { result, journal, buffer, proposing, host, before: run, restored: { run: tr.run, host: tr.host }, release: opts.release, onCommit });
+  const end = await commitTurn(env, tr, { result, journal, buffer, proposing, consents, host, before: run, restored: { run: tr.run, host: tr.host }, release: opts.release, onCommit });
   env.crash.reach('after_commit', { taskId, turn: turnNo });
   await noteRouteHealth(env, tr, result);
 

@@ -41,6 +41,18 @@ export class TurnBuffer {
   result(ref: string): string | undefined {
     return this.results.get(ref);
   }
+
+  /**
+   * Hands over the papers of `refs` to a write that makes them durable before the turn's commit
+   * (the outcomes that cite them are written early, turnJournal.ts): they leave `papers`, so the
+   * turn's commit does not insert them twice; they stay readable from this buffer.
+   */
+  takeResults(taskId: string, refs: readonly string[]): NewPaper[] {
+    const names = new Set(refs.map((ref) => resultPaperName(taskId, ref)));
+    const taken = this.papers.filter((p) => names.has(p.name));
+    for (const p of taken) this.papers.splice(this.papers.indexOf(p), 1);
+    return taken;
+  }
 }
 
 const resultPaperName = (taskId: string, ref: string) => `results/${taskId}/${ref}`;

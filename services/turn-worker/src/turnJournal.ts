@@ -5,13 +5,18 @@
  *   C1  recordIntent(ordinal 0)  → request paper + model intent (+ pinned notes), committed
  *                                  BEFORE the model is called;
  *   C2  first tool intents       → the model's response + every intent of the first batch of
- *                                  calls, committed BEFORE any of them runs (later batches
- *                                  commit their intents the same way before they run);
- *   C3  tool outcomes            → buffered here and written by the turn's write, with the
- *                                  checkpoint and outbox (turnWrite.ts), never before. A call
- *                                  the kernel withheld on sight (rejected document, scope,
- *                                  shadow mode) has no C2 intent: its row is inserted already
- *                                  settled by this write, so a refusal costs no round trip.
+ *                                  calls, committed BEFORE any of them runs. A later batch
+ *                                  commits its intents the same way before it runs, and that
+ *                                  same statement carries every outcome produced so far (with
+ *                                  the offloaded results they cite): a completed read is durable
+ *                                  before the next batch starts, so a worker that dies in a
+ *                                  later batch leaves it completed and it is replayed, never run
+ *                                  again (seed 004 §2.2) — at no extra commit;
+ *   C3  tool outcomes            → the outcomes not yet written, by the turn's write, with the
+ *                                  checkpoint and outbox (turnWrite.ts). A call the kernel
+ *                                  withheld on sight (rejected document, scope, shadow mode)
+ *                                  has no C2 intent: its row is inserted already settled by
+ *                                  the next of these writes, so a refusal costs no round trip.
  *
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
@@ -52,6 +57,8 @@ interface TurnScope {
   /** Notes the turn's request carries, pinned to it with the model intent. */
   readonly notesToPin: readonly number[];
   readonly crash: CrashPoints;
+  /** The turn's offloaded results: the papers an outcome written before C3 cites go with it. */
+  readonly results: { takeResults(taskId: string, refs: readonly string[]): NewPaper[] };
   /** Counts this turn's commits (the benchmark's commits per turn). */
   readonly onCommit: () => void;
 }
@@ -97,6 +104,12 @@ function recordOf(taskId: string, s: StoredCall): CallRecord {
   };
 }
 
+/** The result paper a tool outcome's record cites (K6), if it was offloaded. */
+function offloadedRefOf(response: unknown): string[] {
+  const ref = (response as { offloadedRef?: unknown } | null)?.offloadedRef;
+  return typeof ref === 'string' ? [ref] : [];
+}
+
 const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
 
 /**
@@ -117,6 +130,8 @@ export class TurnJournal implements Journal {
   private modelOutcome: { record: CallRecord; outcome: CallOutcome; written: boolean } | null = null;
   private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome }[] = [];
   private readonly withheldCalls: PendingOutcome[] = [];
+  /** How many of toolOutcomes / withheldCalls (in order) a write before C3 made durable. */
+  private written = { tools: 0, withheld: 0 };
   private queue: { intent: CallIntent; resolve: (r: CallRecord) => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
   /** The model request document last hashed, with its canonical JSON (its intent's paper bytes). */
@@ -187,13 +202,17 @@ export class TurnJournal implements Journal {
     return rec;
   }
 
-  /** Outcomes the turn's final unit of work must write (response papers + completions, withheld rows). */
+  /** Outcomes the turn's final unit of work must write (response papers + completions, withheld rows): those not durable yet. */
   pendingOutcomes(): PendingOutcome[] {
     const out: PendingOutcome[] = [];
     if (this.modelOutcome && !this.modelOutcome.written) out.push(this.completion(this.modelOutcome.record, this.modelOutcome.outcome));
-    for (const t of this.toolOutcomes) out.push(this.completion(t.record, t.outcome));
-    out.push(...this.withheldCalls);
+    out.push(...this.unwrittenToolOutcomes());
+    out.push(...this.withheldCalls.slice(this.written.withheld));
     return out;
+  }
+
+  private unwrittenToolOutcomes(): PendingOutcome[] {
+    return this.toolOutcomes.slice(this.written.tools).map((t) => this.completion(t.record, t.outcome));
   }
 
   /** The model call's record of this turn, if any (route, hashes for the ledger). */
@@ -315,19 +334,35 @@ export class TurnJournal implements Journal {
     try {
       const rows = batch.map((b) => this.intentRow(b.intent));
       const response = withResponse ? [this.completion(this.modelOutcome!.record, this.modelOutcome!.outcome)] : [];
+      // Everything the earlier batches produced is durable before this batch runs. (A write that
+      // fails rejects the batch and so fails the turn: nothing else would write what it took.)
+      const tools = this.unwrittenToolOutcomes();
+      const withheld = this.withheldCalls.slice(this.written.withheld);
+      const upTo = { tools: this.toolOutcomes.length, withheld: this.withheldCalls.length };
+      const cited = this.toolOutcomes.slice(this.written.tools).flatMap((t) => offloadedRefOf(t.outcome.response));
+      const results = cited.length === 0 ? [] : this.scope.results.takeResults(token.taskId, cited);
+      const done = [...response, ...tools];
       await this.scope.committer.write(
         token,
         caseId,
-        { papers: [...response.map((r) => r.response), ...rows.map((r) => r.request)], completions: response.map((r) => r.done), intents: rows.map((r) => r.call), checkpoint: null, ledger: null },
+        {
+          papers: [...done.map((r) => r.response), ...withheld.flatMap((w) => [w.withheld!.request, w.response]), ...results, ...rows.map((r) => r.request)],
+          completions: done.map((r) => r.done),
+          intents: [...withheld.map((w) => w.withheld!.call), ...rows.map((r) => r.call)],
+          checkpoint: null,
+          ledger: null,
+        },
         null,
       );
       this.scope.onCommit();
       if (withResponse) this.modelOutcome!.written = true;
+      this.written = upTo;
       batch.forEach((b, i) => {
         const rec: CallRecord = { ...b.intent, requestHash: rows[i]!.request.contentHash, status: 'intent', response: null, responseHash: null };
         this.records.set(b.intent.ordinal, rec);
       });
       if (withResponse) this.scope.crash.reach('after_response', { taskId: token.taskId, turn: this.scope.turn });
+      if (tools.length > 0) this.scope.crash.reach('after_read_batch', { taskId: token.taskId, turn: this.scope.turn });
       batch.forEach((b) => b.resolve(this.records.get(b.intent.ordinal)!));
     } catch (err) {
       for (const b of batch) b.reject(err);

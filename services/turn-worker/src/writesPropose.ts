@@ -3,25 +3,30 @@
  * proposal becomes an audited effect packet and a gate request — or, for a change proposed
  * before, the recorded receipt, the outcome still being reconciled, or the gate already asked.
  *
- * It executes nothing and writes nothing itself. What it decides is held in the turn's buffer
- * (`TurnBuffer.proposal`) and written by the turn's final unit of work with the checkpoint: the
- * packet paper, the `gate.requested` message, the ledger records and the task's park on the
- * gate. A turn that dies before that commit leaves nothing behind, so running the handler again
- * is safe; its reads (mutation lookup, receipts) and the auditor's review are repeatable.
+ * It executes nothing. What it decides is held in the turn's buffer (`TurnBuffer.proposal`) and
+ * written by the turn's final unit of work with the checkpoint: the packet paper, the
+ * `gate.requested` message, the ledger records and the task's park on the gate. The only rows it
+ * writes before that are the journal rows of the auditor's own reads (auditReads.ts), each
+ * durable before and after it runs, so a turn that dies and runs the handler again never repeats
+ * a completed read; everything else it reads (evidence, mutation lookup, receipts) is repeatable.
  *
- * Order of checks: step references resolved → mechanical checks (proposal.ts) → mutation
- * identity (an earlier receipt / unknown outcome / live gate wins over a new proposal) →
- * independent audit → new gate.
+ * Order of checks: step references resolved → cited evidence resolved (evidence.ts) → mechanical
+ * checks (proposal.ts) → mutation identity (an earlier receipt / unknown outcome / live gate wins
+ * over a new proposal) → independent audit → new gate.
  */
 import { newId, packetMutationKey, sealPacket } from '@everdict/contracts';
 import type { EffectPacket, ExecutionEnvelope } from '@everdict/contracts';
+import { kernelRegistry } from '@everdict/agent-runtime';
 import type { Tool, ToolOutput } from '@everdict/agent-runtime';
 import { gatesOfMutation, landedOfStep, lookupMutation } from '@everdict/store';
-import type { Db } from '@everdict/store';
+import type { Db, FenceToken } from '@everdict/store';
 import type { ModelClient } from '@everdict/llm';
 import type { FleetConfig, FleetProfile } from '@everdict/contracts';
 import { auditPacket } from './auditor.js';
-import type { AuditVerdict } from './auditor.js';
+import type { AuditTools, AuditVerdict } from './auditor.js';
+import { runAuditRead } from './auditReads.js';
+import { resolveEvidence, toolOrigins } from './evidence.js';
+import { readPermittedPaper } from './paperAccess.js';
 import { buildPacket, priorStep, PROPOSE_DESCRIPTION, PROPOSE_INPUT_SCHEMA, PROPOSE_TOOL, referencedSteps, resolveStepRefs } from './proposal.js';
 import type { PriorMutation, ProposalArgs } from './proposal.js';
 
@@ -45,6 +50,8 @@ export interface ProposalTurn {
   readonly caseId: string;
   readonly envelope: ExecutionEnvelope;
   readonly profileName: string;
+  /** The running turn's fence: the auditor's own reads are journalled under it (auditReads.ts). */
+  readonly token: FenceToken;
   readonly plan: { readonly revision: number; readonly stepIds: readonly string[] } | null;
   proposal: ProposalRecord | null;
   readonly ledger: ProposalLedger[];
@@ -53,11 +60,13 @@ export interface ProposalTurn {
 interface ProposeDeps {
   readonly db: Db;
   /** The fleet config in force (connectors, profiles). */
-  readonly fleet: () => Pick<FleetConfig, 'connectors' | 'profiles'>;
+  readonly fleet: () => Pick<FleetConfig, 'connectors' | 'profiles' | 'mcpServers'>;
   /** The auditor of a profile's proposals, or why there is none. */
   readonly auditorOf: (profileName: string) => { readonly name: string; readonly profile: FleetProfile; readonly client: ModelClient } | { readonly missing: string };
   /** The running turn of a task (set by durableTurn for the length of the turn). */
   readonly turnOf: (taskId: string) => ProposalTurn | undefined;
+  /** The auditor profile's own read tools (its `reads`, its read-only MCP tools); none by default. */
+  readonly auditorTools?: (auditorName: string) => Promise<readonly Tool[]>;
 }
 
 const refused = (content: string): ToolOutput => ({ content, isError: true });
@@ -90,13 +99,21 @@ export function writesProposeTool(deps: ProposeDeps): Tool {
       const resolved = resolveStepRefs(args.params, receipts);
       if (!resolved.ok) return refused(`Proposal refused: ${resolved.problems.join('; ')}.`);
 
-      // 2. Mechanical checks → the packet.
-      const built = buildPacket(args, resolved.params, { caseId: turn.caseId, envelope: turn.envelope, fleet: deps.fleet(), plan: turn.plan });
+      // 2. Cited evidence: each citation must name a completed read of this task or a paper it may read.
+      const evidence = await resolveEvidence(
+        { db: deps.db, caseId: turn.caseId, taskId: ctx.taskId, origins: toolOrigins(deps.fleet()), readPaper: (ref) => readPermittedPaper(deps.db, turn.caseId, ctx.taskId, ref) },
+        args.evidence ?? [],
+      );
+      if (!evidence.ok) return refused(`Proposal refused before audit: ${evidence.problems.join('; ')}.`);
+
+      // 3. Mechanical checks → the packet (carrying the citations).
+      const citations = evidence.items.map((it) => it.citation);
+      const built = buildPacket(args, resolved.params, { caseId: turn.caseId, envelope: turn.envelope, fleet: deps.fleet(), plan: turn.plan, evidence: citations });
       if (!built.ok) return refused(`Proposal refused before audit: ${built.problems.join('; ')}.`);
       const packet = built.packet;
       const mutationKey = packetMutationKey(packet);
 
-      // 3. Mutation identity: the same change proposed again never becomes a second operation.
+      // 4. Mutation identity: the same change proposed again never becomes a second operation.
       const step = priorStep(await priorOf(deps.db, turn.caseId, mutationKey));
       switch (step.kind) {
         case 'receipt':
@@ -112,25 +129,44 @@ export function writesProposeTool(deps: ProposeDeps): Tool {
           break;
       }
 
-      // 4. Independent audit: packet + cited evidence only.
+      // 5. Independent audit: packet + cited evidence with provenance; the auditor's own reads.
       const auditor = deps.auditorOf(turn.profileName);
       if ('missing' in auditor) return refused(`Proposal refused: ${auditor.missing}.`);
       let audit: AuditVerdict;
       try {
-        audit = await auditPacket(auditor.client, auditor, packet, args.evidence ?? [], ctx.signal);
+        const own = (await deps.auditorTools?.(auditor.name)) ?? [];
+        const tools = own.length === 0 ? null : auditTools(deps.db, turn, ctx.turn, `${auditor.name}@${auditor.profile.version}`, own);
+        audit = await auditPacket(auditor.client, auditor, packet, evidence.items, tools, ctx.signal);
       } catch (err) {
         const kind = (err as { kind?: string; code?: string }).kind ?? (err as { code?: string }).code ?? 'error';
         return refused(`The audit is unavailable right now (${kind}); nothing was proposed. Propose again later.`);
       }
       const sealed = sealPacket(packet);
       if (audit.verdict !== 'approve') {
-        turn.ledger.push({ kind: 'effect_audit', body: { mutationKey, digest: sealed.digest, verdict: 'reject', by: audit.by, reason: audit.reason, proposeCallId: ctx.callId } });
+        turn.ledger.push({
+          kind: 'effect_audit',
+          body: { mutationKey, digest: sealed.digest, verdict: 'reject', by: audit.by, reason: audit.reason, proposeCallId: ctx.callId, evidence: citations, auditReads: audit.reads ?? [] },
+        });
         return refused(`The auditor rejected the proposal: ${audit.reason}`);
       }
       const withVerdict = sealPacket({ ...packet, verdicts: [{ kind: 'audit', decision: 'audit', verdict: 'approve', digest: sealed.digest, by: audit.by, reason: audit.reason }] });
       const gateId = newId();
       turn.proposal = { kind: 'gate', gateId, callId: ctx.callId, packet: withVerdict, mutationKey, audit };
       return { content: `Proposal passed audit and awaits gate ${gateId} (digest ${withVerdict.digest}). Your task waits for the decision; you will be told what landed.` };
+    },
+  };
+}
+
+/** The auditor's read tools over the proposing turn's journal (auditReads.ts). */
+function auditTools(db: Db, turn: ProposalTurn, turnNo: number, by: string, own: readonly Tool[]): AuditTools {
+  const reads = own.filter((t) => t.descriptor.access === 'read');
+  const byName = new Map(reads.map((t) => [t.descriptor.name, t] as const));
+  const registry = kernelRegistry(reads, { intrinsics: [] });
+  const scope = { db, token: turn.token, caseId: turn.caseId, turn: turnNo, envelope: turn.envelope, by };
+  return {
+    specs: reads.map((t) => ({ name: t.descriptor.name, description: t.descriptor.description, inputSchema: t.descriptor.inputSchema })),
+    async run(name, args, signal) {
+      return runAuditRead(scope, byName, registry, name, args, signal);
     },
   };
 }

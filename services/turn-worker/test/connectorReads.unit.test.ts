@@ -195,7 +195,17 @@ describe('connector reads in the fleet config', () => {
     profiles: { p: { version: '1', route: 'r', prompt: 'x', reads } },
     caseTypes: { t: { rootProfile: 'p', scope: { reads: ['billing/*'], writes: [], forbidden: [] } } },
     connectors: {
-      billing: { kind: 'http', operations: { 'accounts.get': { access: 'read' }, 'accounts_get': { access: 'read' }, 'accounts.credit': { access: 'write', effectClass: 'payment' } } },
+      billing: {
+        kind: 'http',
+        target: { system: 'billing', environment: 'test' },
+        baseUrl: 'http://127.0.0.1:9/api',
+        receipts: { path: '/receipts/{idempotencyKey}', conclusive: true },
+        operations: {
+          'accounts.get': { access: 'read', method: 'GET', path: '/accounts' },
+          'accounts_get': { access: 'read', method: 'GET', path: '/accounts' },
+          'accounts.credit': { access: 'write', effectClass: 'payment', method: 'POST', path: '/credit' },
+        },
+      },
     },
     ...extra,
   });

@@ -11,7 +11,8 @@ import type { PacketContext, ProposalArgs } from '../src/proposal.js';
 import { waitOnProposal } from '../src/turnWrite.js';
 
 const CASE = '01a22950-1893-7572-9384-43fcdddac734';
-const fleet: Pick<FleetConfig, 'connectors'> = {
+// Only what buildPacket reads of a connector declaration (kind-specific fields left out on purpose).
+const fleet = {
   connectors: {
     billing: {
       kind: 'http',
@@ -30,7 +31,7 @@ const fleet: Pick<FleetConfig, 'connectors'> = {
     },
     untargeted: { kind: 'http', operations: { 'x.write': { access: 'write', effectClass: 'send' } } },
   },
-};
+} as unknown as Pick<FleetConfig, 'connectors'>;
 const envelope = { scope: { reads: 'all' as const, writes: ['writes__propose', 'billing'], forbidden: [] as string[] } };
 const args = (o: Partial<ProposalArgs> = {}): ProposalArgs => ({
   planStepId: 'credit-1',

@@ -68,6 +68,12 @@ export interface EffectPacket {
    */
   summary?: string;
   /**
+   * Results the proposal cites as evidence: completed reads of the proposing task's own journal, or papers it may read. Covered by the digest (each citation names its content hash), so an approval binds the exact evidence the auditor saw. Absent: none cited.
+   *
+   * @maxItems 8
+   */
+  evidence?: EvidenceCitation[];
+  /**
    * EXCLUDED from the digest. "sha256:" + hex sha256 of the RFC 8785 canonical packet without the excluded fields.
    */
   digest?: string;
@@ -166,6 +172,24 @@ export interface EffectRevert {
   description: string;
   operation?: EffectOperationName;
   params?: EffectParams;
+}
+/**
+ * One cited result: a completed read call of the proposing task (by its journal call id) or a paper the task may read (by name), with the sha256 of the content the auditor was shown.
+ */
+export interface EvidenceCitation {
+  kind: "call" | "paper";
+  /**
+   * The journal call id (kind call) or the full paper name (kind paper).
+   */
+  ref: string;
+  /**
+   * The tool the cited call invoked (kind call).
+   */
+  tool?: string;
+  /**
+   * "sha256:" of the exact content shown to the auditor.
+   */
+  contentHash: string;
 }
 /**
  * One audit verdict or one recorded decision (e.g. HW-ddl, H5) on this packet's digest.

@@ -38,6 +38,18 @@ export type FleetName1 = string;
  * Prefix of the bridged tool names (`<server>__<tool>`).
  */
 export type FleetMcpServerName = string;
+/**
+ * One connector; `kind` selects which fields apply (additional properties are refused at every level).
+ */
+export type FleetConnector = FleetHttpConnector | FleetPostgresConnector;
+/**
+ * Names the variable holding the base URL (instead of baseUrl).
+ */
+export type FleetEnvName1 = string;
+/**
+ * Names the variable holding the connection string (credentials are never written in the config).
+ */
+export type FleetEnvName2 = string;
 
 /**
  * The fleet config file named by EVERDICT_CONFIG (DESIGN §7): model routes, tools, agent profiles, case types, connectors and their operations, principals, gate policies and runtime tunables. Names referenced across sections (a profile's route, a case type's root profile, a profile's tools) are checked by the loader, which names the JSON path of every problem.
@@ -78,7 +90,7 @@ export interface FleetConfig {
     [k: string]: FleetCaseType | undefined;
   };
   /**
-   * Connector name → its kind, endpoint and registered operations.
+   * Connector name → its single declaration: kind, target identity, transport, credentials by environment-variable name, WhatLanded capability and operations. Every process that opens connectors (execution-coordinator, reconciler, a turn-worker whose profiles list reads) builds them from this section.
    */
   connectors?: {
     [k: string]: FleetConnector | undefined;
@@ -146,7 +158,7 @@ export interface FleetProfile {
    */
   tools?: FleetToolName[];
   /**
-   * Connector read operations the profile's agents may call, each `connector/operation` as declared under connectors with access read (e.g. "billing/accounts.get", "estate/sql.select"). Each is offered as the tool `connector__operation` (characters other than letters, digits, _ and - become _) whose arguments are the operation's parameters; a case type's scope.reads names it by tool name, connector, operation or prefix ("billing/*"). A turn-worker running such a profile needs EVERDICT_CONNECTORS.
+   * Connector read operations the profile's agents may call, each `connector/operation` as declared under connectors with access read (e.g. "billing/accounts.get", "estate/sql.select"). Each is offered as the tool `connector__operation` (characters other than letters, digits, _ and - become _) whose arguments are the operation's parameters; a case type's scope.reads names it by tool name, connector, operation or prefix ("billing/*"). A turn-worker running such a profile opens the connectors section, so it needs every variable the connectors name.
    *
    * @maxItems 64
    */
@@ -206,6 +218,7 @@ export interface FleetCaseType {
   scope: FleetScope;
   initialGrants?: string[];
   budget?: FleetBudget;
+  consent?: FleetConsent;
   /**
    * Run in shadow mode: only these attested first-party reads (and intrinsic tools) execute.
    */
@@ -216,25 +229,70 @@ export interface FleetScope {
   writes: string[];
   forbidden: string[];
 }
-export interface FleetConnector {
-  kind: "http" | "postgres";
-  baseUrl?: string;
-  urlEnv?: string;
-  operations: {
-    [k: string]: FleetOperation | undefined;
+/**
+ * Consent for reads whose declared effects require it (external egress, e.g. an undeclared read of an http MCP server). A rule per tool name, connector name or MCP server name; the tool name wins over its connector or server. `allow` runs the read, `deny` refuses it (consent_denied), `ask` parks the task on a consent gate a holder of `role` decides (default approver), open for `ttlMs` (default 24 hours). A read with no rule is refused (permission_denied). Never makes a write callable.
+ */
+export interface FleetConsent {
+  rules: {
+    [k: string]: "allow" | "deny" | "ask" | undefined;
   };
-  target?: FleetConnectorTarget;
+  role?: string;
+  ttlMs?: number;
 }
-export interface FleetOperation {
+/**
+ * An HTTP service. Exactly one of baseUrl or baseUrlEnv.
+ */
+export interface FleetHttpConnector {
+  kind: "http";
+  description?: string;
+  target: FleetConnectorTarget;
+  /**
+   * http:// or https:// base URL, optionally with a path prefix; never with credentials in it.
+   */
+  baseUrl?: string;
+  baseUrlEnv?: FleetEnvName1;
+  /**
+   * Header sent with every request → name of the variable holding its value (e.g. {"Authorization": "NOTES_TOKEN"}). Values are never written in the config.
+   */
+  headersFromEnv?: {
+    [k: string]: FleetEnvName | undefined;
+  };
+  /**
+   * Deadline per request (default 10000).
+   */
+  timeoutMs?: number;
+  /**
+   * Largest response body kept (default 1 MiB).
+   */
+  maxResponseBytes?: number;
+  receipts: FleetHttpReceipts;
+  operations: {
+    [k: string]: FleetHttpOperation | undefined;
+  };
+}
+/**
+ * Identity of the system the connector's writes land on; packets are built for it and the coordinator rechecks it at dispatch.
+ */
+export interface FleetConnectorTarget {
+  system: string;
+  environment: string;
+}
+/**
+ * WhatLanded: GET path answering for one idempotency key (`{idempotencyKey}` its only placeholder; 2xx = applied). `conclusive`: the service guarantees a 404 means never applied, so only then may the runtime retry automatically.
+ */
+export interface FleetHttpReceipts {
+  path: string;
+  conclusive: boolean;
+}
+export interface FleetHttpOperation {
   access: "read" | "write";
-  effectClass?: string;
   description?: string;
   /**
-   * How the connector establishes what landed (conclusive test), if it can.
+   * Required for access write: the effect class gate policies map to decisions.
    */
-  whatLanded?: string;
+  effectClass?: string;
   /**
-   * Bounds of the operation's parameters, checked mechanically before audit (a proposal naming a parameter not listed here is refused).
+   * The operation's parameters and their bounds: the connector binds exactly these (each is required, nothing else is accepted), a proposal is checked against them before audit, and a read offered to a model takes them as its input schema.
    */
   params?: {
     [k: string]: FleetParamBound | undefined;
@@ -249,24 +307,141 @@ export interface FleetOperation {
    * Version of the target's shape the operation is planned against (default "1").
    */
   shapeVersion?: string;
+  /**
+   * The target treats a repeated request as one (default false).
+   */
+  idempotent?: boolean;
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  /**
+   * Path under the base URL; `{param}` placeholders take URL-encoded bound values.
+   */
+  path: string;
+  /**
+   * JSON body template: a string that is exactly "{{param}}" becomes the bound value with its type; nothing else is substituted.
+   */
+  body?: {
+    [k: string]: unknown | undefined;
+  };
 }
 export interface FleetParamBound {
-  type: "string" | "integer" | "number" | "boolean";
+  type: "string" | "integer" | "number" | "boolean" | "uuid";
   maxLength?: number;
   pattern?: string;
   minimum?: number;
   maximum?: number;
   /**
-   * Default true.
+   * Default true; connector operations bind every parameter, so false is refused for them.
    */
   required?: boolean;
+  minLength?: number;
+  /**
+   * @minItems 1
+   * @maxItems 256
+   */
+  enum?: string[];
 }
 /**
- * Identity of the system the connector's writes land on; packets are built for it and the coordinator rechecks it at dispatch.
+ * A Postgres estate: reviewed SQL templates (and optionally the ad-hoc verified read sql.select), each mutation executed with its receipt in the target database.
  */
-export interface FleetConnectorTarget {
-  system: string;
-  environment: string;
+export interface FleetPostgresConnector {
+  kind: "postgres";
+  description?: string;
+  target: FleetConnectorTarget;
+  urlEnv: FleetEnvName2;
+  /**
+   * Create the receipts table in the target when missing, at start (default false).
+   */
+  installReceipts?: boolean;
+  /**
+   * Receipts table in the target, optionally schema-qualified (default everdict_receipts).
+   */
+  receiptsTable?: string;
+  /**
+   * statement_timeout of every statement (default 10000).
+   */
+  statementTimeoutMs?: number;
+  /**
+   * How long WhatLanded waits for an in-flight execution holding the same key (default 5000).
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Role every read runs as (SET LOCAL ROLE); the connecting user must be a member.
+   */
+  readRole?: string;
+  /**
+   * Relations read templates may reference (omitted: not restricted by relation).
+   *
+   * @maxItems 256
+   */
+  relations?: string[];
+  /**
+   * Functions read templates may call beyond the built-in side-effect-free set.
+   *
+   * @maxItems 256
+   */
+  allowedFunctions?: string[];
+  operations: {
+    [k: string]: FleetPostgresOperation | undefined;
+  };
+}
+/**
+ * Exactly one of `sql` (a reviewed template) or `select` (the ad-hoc read, only as the operation sql.select with access read; its one parameter is the query).
+ */
+export interface FleetPostgresOperation {
+  access: "read" | "write";
+  description?: string;
+  /**
+   * Required for access write: the effect class gate policies map to decisions.
+   */
+  effectClass?: string;
+  /**
+   * The operation's parameters and their bounds: the connector binds exactly these (each is required, nothing else is accepted), a proposal is checked against them before audit, and a read offered to a model takes them as its input schema.
+   */
+  params?: {
+    [k: string]: FleetParamBound | undefined;
+  };
+  /**
+   * Impact-key templates the operation claims, with {param} placeholders bound from the proposal's parameters (e.g. "billing:test:{accountId}"). Absent: the whole target system.
+   *
+   * @maxItems 16
+   */
+  impactKeys?: string[];
+  /**
+   * Version of the target's shape the operation is planned against (default "1").
+   */
+  shapeVersion?: string;
+  /**
+   * The target treats a repeated request as one (default false).
+   */
+  idempotent?: boolean;
+  /**
+   * One statement with named parameters :name, each sent as a typed bind value. A read template must be a verified read-only SELECT.
+   */
+  sql?: string;
+  /**
+   * Writes: the exact number of rows the statement must affect (omitted: every packet states expectedCounts.rows).
+   */
+  expectedRows?: number;
+  /**
+   * Reads: the most rows returned before the read is refused as too large (default 1000).
+   */
+  maxRows?: number;
+  select?: FleetPostgresSelect;
+}
+/**
+ * The relations (required) and extra functions an ad-hoc query may use; verified per call before any contact.
+ */
+export interface FleetPostgresSelect {
+  /**
+   * @minItems 1
+   * @maxItems 256
+   */
+  relations: string[];
+  /**
+   * @maxItems 256
+   */
+  allowedFunctions?: string[];
+  maxRows?: number;
 }
 export interface FleetPrincipal {
   /**

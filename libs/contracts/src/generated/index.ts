@@ -3,8 +3,8 @@
 // Change the schema and run `npm run gen:types`; `npm run typecheck` fails while this file is stale.
 
 export type { ActionDocument, ToolCallAction } from "./action-document.js";
-export type { EffectConnectorName, EffectOperationName, EffectPacket, EffectOperation, EffectTarget, EffectParams, EffectExpectedCounts, EffectCheck, EffectReadCall, EffectRevert, EffectVerdict } from "./effect-packet.js";
-export type { FleetMcpServer, FleetEnvName, FleetName, FleetToolName, FleetName1, FleetMcpServerName, FleetConfig, FleetRoute, FleetTool, FleetProfile, FleetBudget, FleetCompaction, FleetMcpUse, FleetMcpToolDeclaration, FleetCaseType, FleetScope, FleetConnector, FleetOperation, FleetParamBound, FleetConnectorTarget, FleetPrincipal, FleetGatePolicy, FleetGateDecision, FleetRuntime, FleetBackoff, FleetVersionPolicy } from "./fleet-config.js";
+export type { EffectConnectorName, EffectOperationName, EffectPacket, EffectOperation, EffectTarget, EffectParams, EffectExpectedCounts, EffectCheck, EffectReadCall, EffectRevert, EvidenceCitation, EffectVerdict } from "./effect-packet.js";
+export type { FleetMcpServer, FleetEnvName, FleetName, FleetToolName, FleetName1, FleetMcpServerName, FleetConnector, FleetEnvName1, FleetEnvName2, FleetConfig, FleetRoute, FleetTool, FleetProfile, FleetBudget, FleetCompaction, FleetMcpUse, FleetMcpToolDeclaration, FleetCaseType, FleetScope, FleetConsent, FleetHttpConnector, FleetConnectorTarget, FleetHttpReceipts, FleetHttpOperation, FleetParamBound, FleetPostgresConnector, FleetPostgresOperation, FleetPostgresSelect, FleetPrincipal, FleetGatePolicy, FleetGateDecision, FleetRuntime, FleetBackoff, FleetVersionPolicy } from "./fleet-config.js";
 export type { MessageEnvelope, MessageLineage, MessageSender } from "./message-envelope.js";
 export type { BudgetToppedUpV1, BudgetTopUp } from "./payloads/budget.topped_up.v1.js";
 export type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
