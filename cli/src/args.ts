@@ -7,6 +7,8 @@ interface Invocation {
   json: boolean;
   /** `--service NAME` (repeatable): which services `start` runs; none = all. */
   services: string[];
+  /** `--grant-to ROLE`: `migrate` grants the services' role its row privileges afterwards. */
+  grantTo: string | undefined;
 }
 
 export class UsageError extends Error {}
@@ -22,11 +24,12 @@ export function parseInvocation(argv: readonly string[]): Invocation {
         json: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
         service: { type: 'string', multiple: true },
+        'grant-to': { type: 'string' },
       },
     });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
   const [command = 'help', ...positionals] = parsed.positionals;
-  return { command: parsed.values.help ? 'help' : command, positionals, json: parsed.values.json ?? false, services: parsed.values.service ?? [] };
+  return { command: parsed.values.help ? 'help' : command, positionals, json: parsed.values.json ?? false, services: parsed.values.service ?? [], grantTo: parsed.values['grant-to'] };
 }

@@ -31,8 +31,9 @@ const set = (v: string | undefined): boolean => (v?.trim() ?? '') !== '';
  * ConfigError naming the missing one.
  */
 export function nodeMode(env: Env): 'fleet' | 'embedded' {
-  const db = set(env['DATABASE_URL']);
-  const amqp = set(env['AMQP_URL']);
+  // X_FILE counts as X: either form of the secret asks for a fleet node.
+  const db = set(env['DATABASE_URL']) || set(env['DATABASE_URL_FILE']);
+  const amqp = set(env['AMQP_URL']) || set(env['AMQP_URL_FILE']);
   if (db && amqp) return 'fleet';
   if (!db && !amqp) return 'embedded';
   const [missing, present] = db ? ['AMQP_URL', 'DATABASE_URL'] : ['DATABASE_URL', 'AMQP_URL'];

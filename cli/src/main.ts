@@ -17,17 +17,13 @@ commands:
               run a fleet node: migrations, topology, outbox relay, /metrics /livez /readyz on PORT;
               with neither DATABASE_URL nor AMQP_URL: all five services in this process on
               embedded PGlite (EVERDICT_DATA_DIR) and the in-process transport, sample config
-  migrate     apply database migrations (needs DATABASE_URL)
+  migrate [--grant-to ROLE]
+              apply database migrations as the schema owner (MIGRATE_DATABASE_URL, else
+              DATABASE_URL); --grant-to: give the services' ROLE row privileges only
 ${OPS_HELP}
   help        this text
 
-environment: DATABASE_URL, AMQP_URL, EVERDICT_CONFIG, EVERDICT_DATA_DIR, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
-
-function requireEnv(name: string): string {
-  const v = process.env[name];
-  if (!v) throw new UsageError(`${name} is not set`);
-  return v;
-}
+environment: DATABASE_URL, AMQP_URL (each secret also as X_FILE), EVERDICT_CONFIG, EVERDICT_DATA_DIR, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
 
 async function main(argv: readonly string[]): Promise<number> {
   // Operator commands have flags of their own (--decision, --mode, …); they parse their argv.
@@ -42,7 +38,7 @@ async function main(argv: readonly string[]): Promise<number> {
       await runStart(inv.services);
       return 0;
     case 'migrate':
-      await runMigrate({ databaseUrl: requireEnv('DATABASE_URL'), json: inv.json });
+      await runMigrate({ env: process.env, grantTo: inv.grantTo, json: inv.json });
       return 0;
     default:
       throw new UsageError(`unknown command "${inv.command}"; see everdict help`);

@@ -43,6 +43,8 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
     port = undefined; // the plan reports the mode problem with every other one
   }
   const plan = await planNode(requested, env, { port });
+  // Secrets read from X_FILE files become X for every later reader of the environment.
+  Object.assign(process.env, plan.secretsFromFiles);
   const names = plan.services.map((s) => s.def.name);
 
   let banner: (() => string) | undefined;
@@ -98,7 +100,7 @@ async function openNodeSubstrate(ctx: ServiceContext<typeof NODE_ENV>, plan: Nod
   // Demo only (no authentication): the notebook the sample `notes` connector writes to, served
   // next to intake so the compose stack can run the demo case end to end.
   if (demoNotesDir && plan.services.some((s) => s.def.name === 'intake')) ctx.addRoutes(demoNotesRoutes(demoNotesDir));
-  const substrate = await openSubstrate(ctx, { databaseUrl: databaseUrl!, amqpUrl: amqpUrl!, topology: plan.topology, poolSize: plan.poolSize });
+  const substrate = await openSubstrate(ctx, { databaseUrl: databaseUrl!, amqpUrl: amqpUrl!, topology: plan.topology, poolSize: plan.poolSize, migrateOnStart: plan.values.migrateOnStart, ...(plan.amqpTls ? { amqpTls: plan.amqpTls } : {}), ...(plan.brokerLogin ? { brokerLogin: plan.brokerLogin } : {}) });
   return { substrate, afterServices: () => Promise.resolve() };
 }
 

@@ -1,3 +1,13 @@
+CREATE FUNCTION public.ledger_refuse_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  RAISE EXCEPTION 'ledger is append-only: % refused', TG_OP
+    USING ERRCODE = 'insufficient_privilege',
+          HINT = 'append a new ledger record instead of changing or removing one';
+END;
+$$;
+
 CREATE TABLE public.cases (
     id uuid NOT NULL,
     case_type text NOT NULL,
@@ -92,6 +102,36 @@ CREATE TABLE public.effect_dispatches (
     CONSTRAINT effect_dispatches_call_after_intent CHECK (((state <> ALL (ARRAY['executing'::text, 'reconciling'::text, 'settling'::text])) OR (call_id IS NOT NULL))),
     CONSTRAINT effect_dispatches_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'coordination'::text, 'executing'::text, 'reconciling'::text, 'settling'::text, 'settled'::text, 'refused'::text]))),
     CONSTRAINT effect_dispatches_waiting_iff_coordination CHECK (((state = 'coordination'::text) = (waiting_key IS NOT NULL)))
+);
+
+CREATE TABLE public.fleet_stop_events (
+    seq bigint NOT NULL,
+    action text NOT NULL,
+    kind text NOT NULL,
+    reason text,
+    actor text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT fleet_stop_events_action_check CHECK ((action = ANY (ARRAY['stop'::text, 'resume'::text]))),
+    CONSTRAINT fleet_stop_events_kind_check CHECK ((kind = ANY (ARRAY['hard'::text, 'soft'::text])))
+);
+
+CREATE SEQUENCE public.fleet_stop_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.fleet_stop_events_seq_seq OWNED BY public.fleet_stop_events.seq;
+
+CREATE TABLE public.fleet_stops (
+    kind text NOT NULL,
+    active boolean DEFAULT false NOT NULL,
+    reason text,
+    changed_by text,
+    changed_at timestamp with time zone,
+    CONSTRAINT fleet_stops_check CHECK (((NOT active) OR ((reason IS NOT NULL) AND (changed_by IS NOT NULL) AND (changed_at IS NOT NULL)))),
+    CONSTRAINT fleet_stops_kind_check CHECK ((kind = ANY (ARRAY['hard'::text, 'soft'::text])))
 );
 
 CREATE TABLE public.gates (
@@ -398,6 +438,8 @@ CREATE TABLE public.version_decisions (
 
 ALTER TABLE ONLY public.dead_letters ALTER COLUMN seq SET DEFAULT nextval('public.dead_letters_seq_seq'::regclass);
 
+ALTER TABLE ONLY public.fleet_stop_events ALTER COLUMN seq SET DEFAULT nextval('public.fleet_stop_events_seq_seq'::regclass);
+
 ALTER TABLE ONLY public.outbox_messages ALTER COLUMN seq SET DEFAULT nextval('public.outbox_messages_seq_seq'::regclass);
 
 ALTER TABLE ONLY public.task_notes ALTER COLUMN seq SET DEFAULT nextval('public.task_notes_seq_seq'::regclass);
@@ -428,6 +470,12 @@ ALTER TABLE ONLY public.decisions
 
 ALTER TABLE ONLY public.effect_dispatches
     ADD CONSTRAINT effect_dispatches_pkey PRIMARY KEY (grant_id);
+
+ALTER TABLE ONLY public.fleet_stop_events
+    ADD CONSTRAINT fleet_stop_events_pkey PRIMARY KEY (seq);
+
+ALTER TABLE ONLY public.fleet_stops
+    ADD CONSTRAINT fleet_stops_pkey PRIMARY KEY (kind);
 
 ALTER TABLE ONLY public.gates
     ADD CONSTRAINT gates_pkey PRIMARY KEY (id);
@@ -552,6 +600,10 @@ CREATE INDEX tasks_lease_idx ON public.tasks USING btree (lease_until) WHERE (st
 CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
 CREATE INDEX tasks_wake_idx ON public.tasks USING btree (wake_at) WHERE ((state = 'parked'::text) AND (wake_at IS NOT NULL));
+
+CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
+
+CREATE TRIGGER ledger_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
 
 ALTER TABLE ONLY public.consents
     ADD CONSTRAINT consents_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);

@@ -7,12 +7,12 @@
  * consistently, and the Dockerfile is multi-stage, non-root, exec-form and references files that
  * exist. live-metrics.test.ts checks the same catalog against the services' real processes.
  *
- * promtool: $PROMTOOL, else PATH (testkit's promtoolBinary); the checks that need it fail when it
- * is missing (.ci/run installs Debian's `prometheus`). STRICT_METRICS=1 also fails while any
+ * promtool: $PROMTOOL, else PATH (testkit's promtoolBinary); amtool: $AMTOOL, else PATH; the
+ * checks that need them fail when they are missing (.ci/run installs Debian's `prometheus` and
+ * `prometheus-alertmanager`). STRICT_METRICS=1 also fails while any
  * catalogued metric is still "planned".
  */
-import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -26,7 +26,7 @@ import { loadModelScript } from '@everdict/llm';
 import { reconcilerMetrics } from '@everdict/reconciler';
 import { ReadinessChecks, createMetrics, loadFleetConfig, startHttpServer } from '@everdict/service-kit';
 import { turnMetrics } from '@everdict/turn-worker';
-import { promtool } from '@everdict/testkit';
+import { promtool, requireTool } from '@everdict/testkit';
 import { baseMetricName, groupingLabels, metricNames } from './promql.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -62,6 +62,7 @@ interface RuleTests {
 interface PromConfig {
   rule_files?: string[];
   scrape_configs: Array<{ job_name: string; metrics_path?: string; dns_sd_configs?: Array<{ names: string[]; port: number }>; static_configs?: Array<{ targets: string[] }> }>;
+  alerting?: { alertmanagers?: Array<{ static_configs?: Array<{ targets: string[] }> }> };
 }
 interface ComposeService {
   image?: string;
@@ -71,6 +72,8 @@ interface ComposeService {
   volumes?: string[];
   healthcheck?: { test: string[] | string; disable?: boolean };
   depends_on?: Record<string, { condition?: string }> | string[];
+  restart?: string;
+  deploy?: { resources?: { limits?: { cpus?: string | number; memory?: string } } };
 }
 interface ComposeFile {
   services: Record<string, ComposeService>;
@@ -270,7 +273,7 @@ describe('docker-compose.yml', () => {
   const services = compose.services;
   const names = Object.keys(services);
   /** Roots start first and wait for nothing (Prometheus must come up when services do not). */
-  const ROOTS = ['postgres', 'rabbitmq', 'prometheus'];
+  const ROOTS = ['postgres', 'rabbitmq', 'prometheus', 'alertmanager'];
 
   /** Host side of each bind mount, mapped to its container side. */
   function binds(s: ComposeService): Array<{ host: string; container: string }> {
@@ -281,13 +284,22 @@ describe('docker-compose.yml', () => {
   }
 
   it('runs Postgres 15, RabbitMQ, the five services, Prometheus and Grafana', () => {
-    for (const n of ['postgres', 'rabbitmq', ...EVERDICT_SERVICES, 'prometheus', 'grafana']) expect(names, n).toContain(n);
+    for (const n of ['postgres', 'rabbitmq', 'migrate', ...EVERDICT_SERVICES, 'prometheus', 'alertmanager', 'grafana']) expect(names, n).toContain(n);
     expect(services.postgres?.image).toMatch(/^postgres:15(\.|$|-)/);
     expect(services.rabbitmq?.image).toMatch(/^rabbitmq:3\.(10|12)-management/);
   });
 
+  /** Run once and exit (restart "no"): they have no healthcheck; dependants wait for their success. */
+  const ONE_SHOT = ['migrate'];
+
   it('every service has a healthcheck; every non-root service waits for healthy dependencies that have one', () => {
     for (const [name, s] of Object.entries(services)) {
+      if (ONE_SHOT.includes(name)) {
+        expect(s.restart, `${name} is one-shot`).toBe('no');
+        expect(s.healthcheck?.disable, name).toBe(true);
+        expect(s.depends_on, name).toEqual({ postgres: { condition: 'service_healthy' } });
+        continue;
+      }
       expect(s.healthcheck?.disable, name).not.toBe(true);
       const test = s.healthcheck?.test;
       expect(Array.isArray(test) ? test.length : (test ?? '').length, `${name} healthcheck`).toBeGreaterThan(0);
@@ -299,11 +311,15 @@ describe('docker-compose.yml', () => {
       const deps = Object.entries(s.depends_on as Record<string, { condition?: string }>);
       expect(deps.length, name).toBeGreaterThan(0);
       for (const [dep, cond] of deps) {
+        if (ONE_SHOT.includes(dep)) {
+          expect(cond.condition, `${name} → ${dep}`).toBe('service_completed_successfully');
+          continue;
+        }
         expect(cond.condition, `${name} → ${dep}`).toBe('service_healthy');
         expect(services[dep]?.healthcheck, `${dep} has a healthcheck`).toBeTruthy();
       }
     }
-    for (const n of EVERDICT_SERVICES) expect(Object.keys(services[n]!.depends_on as object).sort()).toEqual(['postgres', 'rabbitmq']);
+    for (const n of EVERDICT_SERVICES) expect(Object.keys(services[n]!.depends_on as object).sort()).toEqual(['migrate', 'postgres', 'rabbitmq']);
   });
 
   it('every file and folder it references exists', () => {
@@ -321,8 +337,9 @@ describe('docker-compose.yml', () => {
       const s = services[n]!;
       expect(s.build?.dockerfile, n).toBe('infra/Dockerfile');
       expect(s.command, n).toEqual(['start', '--service', n]);
-      const own = n === 'turn-worker' ? ['NODE_OPTIONS'] : [];
-      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_CONFIG', 'EVERDICT_DEMO_NOTES_DIR', 'EVERDICT_DEMO_NOTES_URL', 'LOG_LEVEL', 'PORT', ...own].sort());
+      // Each service also names its own broker password file (and nobody else's).
+      const own = [`EVERDICT_AMQP_PASSWORD_${n.toUpperCase().replaceAll('-', '_')}_FILE`, ...(n === 'turn-worker' ? ['NODE_OPTIONS'] : [])];
+      expect(Object.keys(s.environment ?? {}).sort(), n).toEqual(['AMQP_URL', 'DATABASE_URL', 'EVERDICT_AMQP_USERS', 'EVERDICT_CONFIG', 'EVERDICT_DEMO_NOTES_DIR', 'EVERDICT_DEMO_NOTES_URL', 'EVERDICT_MIGRATE_ON_START', 'LOG_LEVEL', 'PORT', ...own].sort());
       expect(s.healthcheck?.test).toEqual(['CMD', 'node', 'infra/healthcheck.mjs']);
     }
   });
@@ -336,22 +353,38 @@ describe('docker-compose.yml', () => {
 
   it('the services\' credentials match what Postgres and RabbitMQ are given', () => {
     const env = services.intake!.environment!;
-    const db = new URL(String(env.DATABASE_URL));
     const pgEnv = services.postgres!.environment!;
-    expect([db.hostname, db.port, db.username, db.password, db.pathname]).toEqual(['postgres', '5432', pgEnv.POSTGRES_USER, pgEnv.POSTGRES_PASSWORD, `/${pgEnv.POSTGRES_DB}`]);
+    // migrate connects as the owner Postgres creates; the services as the role migrate grants.
+    const migrate = services.migrate!;
+    const owner = new URL(String(migrate.environment!.MIGRATE_DATABASE_URL));
+    expect([owner.hostname, owner.port, owner.username, owner.password, owner.pathname]).toEqual(['postgres', '5432', pgEnv.POSTGRES_USER, pgEnv.POSTGRES_PASSWORD, `/${pgEnv.POSTGRES_DB}`]);
+    const db = new URL(String(env.DATABASE_URL));
+    const role = migrate.command?.[migrate.command.indexOf('--grant-to') + 1];
+    expect(migrate.command?.slice(0, 1)).toEqual(['migrate']);
+    expect([db.hostname, db.port, db.username, db.password, db.pathname]).toEqual(['postgres', '5432', role, String(migrate.environment!.EVERDICT_APP_DB_PASSWORD), `/${pgEnv.POSTGRES_DB}`]);
+    expect(db.username).not.toBe(pgEnv.POSTGRES_USER);
+    for (const n of EVERDICT_SERVICES) expect(services[n]!.environment!.EVERDICT_MIGRATE_ON_START, n).toBe('false');
 
+    // RabbitMQ: the URL names the host only; every service logs in as its own user, declared in
+    // compose-users.json without a password, with the password from its own secret file, which
+    // the broker's entrypoint also gets (it sets the passwords at start).
     const amqp = new URL(String(env.AMQP_URL));
-    expect(amqp.hostname).toBe('rabbitmq');
+    expect([amqp.hostname, amqp.username, amqp.password]).toEqual(['rabbitmq', '', '']);
     const users = readJson('infra', 'rabbitmq', 'compose-users.json') as { users: Array<{ name: string; password_hash: string; hashing_algorithm: string }>; permissions: Array<{ user: string; vhost: string }> };
-    const user = users.users.find((u) => u.name === amqp.username);
-    expect(user, `RabbitMQ user ${amqp.username}`).toBeTruthy();
-    expect(user!.hashing_algorithm).toBe('rabbit_password_hashing_sha256');
-    // RabbitMQ's stored form: base64(salt(4) ‖ sha256(salt ‖ password)).
-    const raw = Buffer.from(user!.password_hash, 'base64');
-    const salt = raw.subarray(0, 4);
-    const digest = createHash('sha256').update(Buffer.concat([salt, Buffer.from(decodeURIComponent(amqp.password))])).digest();
-    expect(raw.subarray(4).equals(digest), 'AMQP_URL password matches the imported hash').toBe(true);
-    expect(users.permissions.some((p) => p.user === user!.name && p.vhost === '/')).toBe(true);
+    const pairs = String(env.EVERDICT_AMQP_USERS).split(',').map((p) => p.split('=') as [string, string]);
+    expect(pairs.map(([svc]) => svc).sort()).toEqual([...EVERDICT_SERVICES].sort());
+    const rabbitSecrets = (services.rabbitmq as { secrets?: string[] }).secrets ?? [];
+    for (const [svc, name] of pairs) {
+      const user = users.users.find((u) => u.name === name);
+      expect(user, `RabbitMQ user ${name}`).toBeTruthy();
+      expect(user!.password_hash, `${name} has no password in the definitions`).toBe('');
+      expect(users.permissions.some((p) => p.user === name && p.vhost === '/')).toBe(true);
+      const secret = `amqp_${svc.replaceAll('-', '_')}`;
+      const s = services[svc] as { environment?: Record<string, unknown>; secrets?: string[] };
+      expect(s.secrets, svc).toEqual([secret]);
+      expect(s.environment?.[`EVERDICT_AMQP_PASSWORD_${svc.toUpperCase().replaceAll('-', '_')}_FILE`], svc).toBe(`/run/secrets/${secret}`);
+      expect(rabbitSecrets, `the broker gets ${secret}`).toContain(secret);
+    }
   });
 
   it('RabbitMQ imports the topology and the compose user from the folder rabbitmq.conf names', () => {
@@ -396,6 +429,33 @@ describe('docker-compose.yml', () => {
     } finally {
       await set.close();
     }
+  });
+
+  it('every container has CPU and memory limits', () => {
+    for (const [name, s] of Object.entries(services)) {
+      const limits = s.deploy?.resources?.limits;
+      expect(Number(limits?.cpus), `${name} cpus`).toBeGreaterThan(0);
+      expect(String(limits?.memory ?? ''), `${name} memory`).toMatch(/^\d+[KMG]$/);
+    }
+  });
+
+  it('Prometheus sends alerts to the Alertmanager compose runs, whose config amtool accepts', () => {
+    const config = readYaml('infra', 'prometheus', 'prometheus.yml') as PromConfig;
+    const targets = config.alerting?.alertmanagers?.flatMap((a) => a.static_configs?.flatMap((c) => c.targets) ?? []) ?? [];
+    expect(targets).toEqual(['alertmanager:9093']);
+    const am = services.alertmanager!;
+    expect(am.image).toMatch(/^prom\/alertmanager:v0\./);
+    expect(binds(am).find((b) => b.host === './infra/alertmanager')?.container).toBe('/etc/alertmanager');
+    expect(am.command).toContain('--config.file=/etc/alertmanager/alertmanager.yml');
+    expect(am.depends_on, 'alerting waits for nothing').toBeUndefined();
+    const amtool = requireTool('amtool', { debianPackage: 'prometheus-alertmanager', envVar: 'AMTOOL' });
+    const r = spawnSync(amtool, ['check-config', 'infra/alertmanager/alertmanager.yml'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
+    // Every severity the rules use is routed: critical pages, the rest falls to the default.
+    const routes = readYaml('infra', 'alertmanager', 'alertmanager.yml') as { route: { receiver: string; routes?: Array<{ matchers: string[]; receiver: string }> }; receivers: Array<{ name: string }> };
+    const receivers = new Set(routes.receivers.map((x) => x.name));
+    expect(receivers.has(routes.route.receiver)).toBe(true);
+    expect(routes.route.routes?.find((x) => x.matchers.includes('severity="critical"'))?.receiver).toSatisfy((x: string | undefined) => x !== undefined && receivers.has(x));
   });
 
   it('Grafana is provisioned from infra/grafana and Prometheus reads infra/prometheus', () => {

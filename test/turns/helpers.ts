@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import amqplib from 'amqplib';
-import { buildEnvelope, encodeEnvelope, systemClock } from '@everdict/contracts';
+import { buildEnvelope, encodeEnvelope, operatorActionOf, systemClock } from '@everdict/contracts';
 import type { CurrentVersion, FleetConfig, MessageType, PayloadOf } from '@everdict/contracts';
 import { deleteTopology, loadTopology } from '@everdict/bus';
 import { Store, createPgDb, migrate } from '@everdict/store';
@@ -158,11 +158,19 @@ export async function turnsFixture(label: string, config: FleetConfig): Promise<
       return openTestCase(store, fx.config, { caseType, objective, originKey: `${label}-${Math.random()}` });
     },
     async sendAs(type, caseId, payload, sender = 'operator') {
+      // An operator's control (and a human's answer) goes out as intake sends it: from intake —
+      // no process publishes as `operator` (producers.ts) — with the operator action recorded in
+      // the same unit of work (receivers check for that record, §4).
+      const service = sender === 'operator' ? 'intake' : sender;
       const envelope = buildEnvelope(
-        { type, version: 1 as CurrentVersion<typeof type>, caseId, lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] }, sender: { service: sender, taskId: null, profile: null, profileVersion: null }, trust: 'platform', payload },
+        { type, version: 1 as CurrentVersion<typeof type>, caseId, lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] }, sender: { service, taskId: null, profile: null, profileVersion: null }, trust: 'platform', payload },
         systemClock,
       );
-      await store.unitOfWork((uow) => uow.enqueue({ id: envelope.id, type, caseId }, encodeEnvelope(envelope)));
+      const action = service === 'intake' ? operatorActionOf(type, payload as { taskId: string }, envelope.id) : undefined;
+      await store.unitOfWork(async (uow) => {
+        await uow.enqueue({ id: envelope.id, type, caseId }, encodeEnvelope(envelope));
+        if (action) await uow.appendLedger(caseId, { kind: action.kind, body: action.match });
+      });
       return envelope.id;
     },
     async rows(text, values = []) {

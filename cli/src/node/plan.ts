@@ -8,12 +8,12 @@
  * operator fixes the whole configuration in one round trip.
  */
 import { EverdictError } from '@everdict/contracts';
-import { loadTopology } from '@everdict/bus';
-import type { Topology } from '@everdict/bus';
+import { amqpPasswordEnv, brokerLogin, loadTopology } from '@everdict/bus';
+import type { BrokerLogin, Topology } from '@everdict/bus';
 import { connectorEnvNames, connectorEnvProblems, openConnectors } from '@everdict/connectors';
 import type { ConnectorSet } from '@everdict/connectors';
-import { BASE_ENV, ConfigError, FleetConfigError, collectEnv, crash, envVar, loadFleetConfig, parseString } from '@everdict/service-kit';
-import type { ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
+import { BASE_ENV, ConfigError, FleetConfigError, SECRET_VARIABLES, amqpTlsOptions, collectEnv, crash, envVar, loadFleetConfig, parseBoolean, parseString, pgUrlWithTls, resolveSecretFiles } from '@everdict/service-kit';
+import type { AmqpTlsOptions, ConfigProblem, EnvSpec, EnvValues, LoadedFleetConfig } from '@everdict/service-kit';
 import { DEMO_NOTES_URL_ENV, demoNotesUrl } from '../demoNotes.js';
 import { embeddedSettings, nodeMode } from '../embedded.js';
 import type { EmbeddedSettings } from '../embedded.js';
@@ -34,6 +34,12 @@ export const NODE_ENV = {
   crashSpec: envVar('EVERDICT_CRASHPOINT', parseString),
   /** EVERDICT_CRASH_LOG: fault tests only: a JSON line per injected kill. */
   crashLog: envVar('EVERDICT_CRASH_LOG', parseString),
+  /**
+   * EVERDICT_MIGRATE_ON_START: fleet mode, apply pending migrations at start when the role may
+   * (default true, for development); false — as compose sets it — only checks the schema and
+   * stays not-ready until `everdict migrate` ran. The embedded node always migrates.
+   */
+  migrateOnStart: envVar('EVERDICT_MIGRATE_ON_START', parseBoolean, { default: true }),
 } satisfies EnvSpec;
 
 export type NodeValues = EnvValues<typeof NODE_ENV> & EnvValues<typeof BASE_ENV>;
@@ -70,6 +76,21 @@ export interface NodePlan {
    * EVERDICT_DEMO_NOTES_URL and the node sets it to its own address.
    */
   readonly demoNotes: boolean;
+  /**
+   * Secrets read from `X_FILE` files (variable → value). The composition root exports them to
+   * `process.env` so readers that look a variable up later (model routes, MCP servers) see them.
+   */
+  readonly secretsFromFiles: Readonly<Record<string, string>>;
+  /** Fleet mode: how each service of the node logs in to the broker (shared or per service). */
+  readonly brokerLogin: BrokerLogin | undefined;
+  /** Fleet mode: the broker TLS files named by AMQP_TLS_*_PATH, read (service-kit tls.ts). */
+  readonly amqpTls: AmqpTlsOptions | undefined;
+}
+
+/** Variables the fleet config names as secrets: routes' API keys and connectors' variables. */
+function configSecretNames(loaded: LoadedFleetConfig): string[] {
+  const routes = Object.values(loaded.config.routes).flatMap((r) => (r?.apiKeyEnv === undefined ? [] : [r.apiKeyEnv]));
+  return [...routes, ...connectorEnvNames(loaded.config.connectors).map((n) => n.variable)];
 }
 
 const WHY: Record<Requirement, string> = {
@@ -132,8 +153,11 @@ function fileProblems(variable: string, err: unknown): ConfigProblem[] {
  * bound port (EVERDICT_DEMO_NOTES_URL, unless set, aims at the notebook it serves).
  * @throws ConfigError listing every problem found.
  */
-export async function planNode(requested: readonly string[], env: Env, opts: { port?: number | undefined } = {}): Promise<NodePlan> {
+export async function planNode(requested: readonly string[], rawEnv: Env, opts: { port?: number | undefined } = {}): Promise<NodePlan> {
   const problems: ConfigProblem[] = [];
+  // Secrets may come from files (X_FILE); resolved before anything reads them.
+  const secretsFromFiles: Record<string, string> = {};
+  let env = resolveSecretFiles(rawEnv, SECRET_VARIABLES, problems, { fromFiles: secretsFromFiles });
   let mode: 'fleet' | 'embedded' = 'fleet';
   try {
     mode = nodeMode(env);
@@ -141,6 +165,9 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
     problems.push(...fileProblems('DATABASE_URL', err));
   }
   const values = { ...collectEnv(BASE_ENV, env, problems), ...collectEnv(NODE_ENV, env, problems) } as NodeValues;
+  // TLS: libpq's PGSSL* variables fill in the URL's query; the broker's files are read now.
+  if (values.databaseUrl !== undefined) values.databaseUrl = pgUrlWithTls(values.databaseUrl, env, problems);
+  const amqpTls = mode === 'fleet' ? amqpTlsOptions(values.amqpUrl, env, problems) : undefined;
 
   let embedded: EmbeddedSettings | undefined;
   if (mode === 'embedded') {
@@ -155,6 +182,14 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
   const chosen = selectServices(requested, has, mode);
   problems.push(...chosen.problems);
   const { services: defs, skipped } = chosen;
+  // Broker logins: per service when EVERDICT_AMQP_USERS is set (passwords may come from *_FILE).
+  let broker: BrokerLogin | undefined;
+  if (mode === 'fleet' && values.amqpUrl !== undefined) {
+    env = resolveSecretFiles(env, defs.map((d) => amqpPasswordEnv(d.name)), problems, { fromFiles: secretsFromFiles });
+    const planned = brokerLogin(env, values.amqpUrl, defs.map((d) => d.name));
+    problems.push(...planned.problems);
+    broker = planned.login;
+  }
   // Only the selected services' code is loaded (services.ts says why).
   const modules = await Promise.all(defs.map((def) => def.load()));
   const chosenEnv = defs.map((def, i) => ({ def, module: modules[i]!, values: collectEnv(modules[i]!.env, env, problems) as Record<string, unknown> }));
@@ -167,6 +202,7 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
       problems.push(...fileProblems('EVERDICT_CONFIG', err));
     }
   }
+  if (loaded !== undefined) env = resolveSecretFiles(env, configSecretNames(loaded), problems, { fromFiles: secretsFromFiles });
   const services: PlannedService[] = chosenEnv.map((s) => ({ ...s, prepared: s.module.prepare?.(s.values as never, env, problems) }));
 
   let crashPoints: crash.CrashPoints<string> = crash.noCrashPoints;
@@ -229,5 +265,8 @@ export async function planNode(requested: readonly string[], env: Env, opts: { p
     poolSize: Math.max(...modules.map((m) => m.poolSize?.(loaded!) ?? 10)),
     embedded,
     demoNotes: embeddedDemoNotes,
+    secretsFromFiles,
+    brokerLogin: broker,
+    amqpTls,
   };
 }

@@ -4,6 +4,7 @@
  * node running both) and EVERDICT_TOKEN (the bearer token; never printed).
  */
 import { EverdictError } from '@everdict/contracts';
+import { secretFromEnv } from '@everdict/service-kit';
 import { UsageError } from '../args.js';
 
 export interface ApiTarget {
@@ -13,7 +14,10 @@ export interface ApiTarget {
 }
 
 export function apiTarget(env: Readonly<Record<string, string | undefined>> = process.env): ApiTarget {
-  const token = env['EVERDICT_TOKEN'];
+  // EVERDICT_TOKEN_FILE counts as EVERDICT_TOKEN (service-kit secretFiles.ts).
+  const secret = secretFromEnv(env, 'EVERDICT_TOKEN');
+  if (secret.problem) throw new UsageError(`${secret.problem.name}: ${secret.problem.reason}`);
+  const token = secret.value;
   if (!token) throw new UsageError('EVERDICT_TOKEN is not set (the bearer token of a configured principal)');
   const url = (env['EVERDICT_URL'] ?? 'http://127.0.0.1:8080').replace(/\/+$/, '');
   const gateUrl = (env['EVERDICT_GATE_URL'] ?? url).replace(/\/+$/, '');

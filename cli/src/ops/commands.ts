@@ -9,8 +9,8 @@ import { UsageError } from '../args.js';
 import { emit } from '../output.js';
 import { apiTarget, request } from './client.js';
 import type { ApiTarget } from './client.js';
-import { caseText, casesText, fleetText, gatesText } from './format.js';
-import type { CaseDetailView, CaseSummaryView, FleetView, GateView } from './format.js';
+import { caseText, casesText, fleetStopsText, fleetText, gatesText } from './format.js';
+import type { CaseDetailView, CaseSummaryView, FleetStopView, FleetView, GateView } from './format.js';
 
 const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet'] as const;
 type OpsCommand = (typeof OPS_COMMANDS)[number];
@@ -24,7 +24,12 @@ export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's
   resume <caseId> [--reason R]        lift a soft stop; the parked root task goes on (role operator)
   top-up <caseId> [--task ID] [--turns N] [--tool-calls N] [--tokens N] [--minutes N] [--reason R]
                                       raise a task's budget (default the root task); a budget park wakes
-  fleet                               task and parked counts, outbox lag, queue depths and consumers
+  fleet                               task and parked counts, outbox lag, queue depths and consumers, fleet stops
+  fleet stop --hard|--soft --reason R stop the whole fleet (role operator): --hard refuses every new effect
+                                      at dispatch (reads and reconciliation go on); --soft admits no new case
+                                      and parks running tasks at their next checkpoint
+  fleet resume [--hard|--soft] [--reason R]
+                                      lift the fleet stop (default both kinds); the parked tasks wake
   (operator commands use EVERDICT_URL, EVERDICT_GATE_URL and EVERDICT_TOKEN)`;
 
 export function isOpsCommand(word: string | undefined): word is OpsCommand {
@@ -46,6 +51,8 @@ interface OpsArgs {
   'tool-calls'?: string;
   tokens?: string;
   minutes?: string;
+  hard?: boolean;
+  soft?: boolean;
 }
 
 function parseOps(argv: readonly string[]): OpsArgs {
@@ -68,10 +75,14 @@ function parseOps(argv: readonly string[]): OpsArgs {
         'tool-calls': { type: 'string' },
         tokens: { type: 'string' },
         minutes: { type: 'string' },
+        hard: { type: 'boolean' },
+        soft: { type: 'boolean' },
       },
     });
     const out: OpsArgs = { positionals, json: values.json ?? false };
     for (const k of ['state', 'limit', 'decision', 'verdict', 'digest', 'reason', 'mode', 'task', 'turns', 'tool-calls', 'tokens', 'minutes'] as const) if (values[k] !== undefined) out[k] = values[k];
+    if (values.hard) out.hard = true;
+    if (values.soft) out.soft = true;
     return out;
   } catch (err) {
     throw new UsageError((err as Error).message);
@@ -164,10 +175,38 @@ export async function runOps(command: OpsCommand, argv: readonly string[], env: 
       emit(a.json, r, () => `budget of task ${r.taskId} (case ${r.caseId}) topped up by ${Object.entries(budget).map(([k, v]) => `${k} +${v}`).join(', ')}`);
       return 0;
     }
-    case 'fleet': {
-      const r = await request<FleetView>(t.url, t.token, 'GET', '/v1/fleet');
-      emit(a.json, r, () => fleetText(r));
-      return 0;
-    }
+    case 'fleet':
+      return fleetCommand(t, a);
   }
 }
+
+/** The stop kind from --hard / --soft: exactly one when `required`, at most one otherwise. */
+function stopKind(a: Pick<OpsArgs, 'hard' | 'soft'>, required: boolean): 'hard' | 'soft' | undefined {
+  if (a.hard && a.soft) throw new UsageError('give --hard or --soft, not both');
+  if (a.hard) return 'hard';
+  if (a.soft) return 'soft';
+  if (required) throw new UsageError('fleet stop needs --hard or --soft');
+  return undefined;
+}
+
+async function fleetCommand(t: ApiTarget, a: OpsArgs): Promise<number> {
+  const [sub, ...extra] = a.positionals;
+  if (extra.length > 0 || (sub !== undefined && sub !== 'stop' && sub !== 'resume')) throw new UsageError('usage: everdict fleet [stop --hard|--soft --reason R | resume [--hard|--soft] [--reason R]]');
+  if (sub === undefined) {
+    const r = await request<FleetView>(t.url, t.token, 'GET', '/v1/fleet');
+    emit(a.json, r, () => fleetText(r));
+    return 0;
+  }
+  if (sub === 'stop') {
+    const kind = stopKind(a, true)!;
+    if (!a.reason) throw new UsageError('fleet stop needs --reason (it is recorded with who and when)');
+    const r = await request<{ stops: FleetStopView[] }>(t.url, t.token, 'POST', '/v1/fleet/stop', { kind, reason: a.reason });
+    emit(a.json, r, () => `fleet ${kind} stop in force\n${fleetStopsText(r.stops)}`);
+    return 0;
+  }
+  const kind = stopKind(a, false);
+  const r = await request<{ lifted: string[]; resumedTasks: number; releasedDispatches: number; stops: FleetStopView[] }>(t.url, t.token, 'POST', '/v1/fleet/resume', { ...(kind ? { kind } : {}), ...(a.reason ? { reason: a.reason } : {}) });
+  emit(a.json, r, () => `${r.lifted.length ? `lifted: ${r.lifted.join(', ')}` : 'no fleet stop was in force'}; ${r.resumedTasks} parked task(s) resumed, ${r.releasedDispatches} held dispatch(es) released\n${fleetStopsText(r.stops)}`);
+  return 0;
+}
+

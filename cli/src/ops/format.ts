@@ -89,6 +89,23 @@ export interface FleetView {
   parked: Record<string, number>;
   outbox: { pending: number; lagSeconds: number };
   queues: { queue: string; messages: number; consumers: number }[];
+  /** Absent from an intake older than the fleet stop. */
+  stops?: FleetStopView[];
+}
+
+export interface FleetStopView {
+  kind: string;
+  active: boolean;
+  reason: string | null;
+  changedBy: string | null;
+  changedAt: string | null;
+}
+
+/** One line per stop kind: in force (by whom, since when, why) or not. */
+export function fleetStopsText(stops: readonly FleetStopView[]): string {
+  return stops
+    .map((s) => (s.active ? `stop ${s.kind}: IN FORCE since ${s.changedAt ?? '?'} by ${s.changedBy ?? '?'}: ${s.reason ?? ''}` : `stop ${s.kind}: off${s.changedAt ? ` (last change ${s.changedAt} by ${s.changedBy ?? '?'})` : ''}`))
+    .join('\n');
 }
 
 export function fleetText(f: FleetView): string {
@@ -97,6 +114,7 @@ export function fleetText(f: FleetView): string {
     `tasks: ${counts(f.tasks)}`,
     `parked: ${counts(f.parked)}`,
     `outbox: ${f.outbox.pending} pending, lag ${f.outbox.lagSeconds}s`,
+    ...(f.stops ? [fleetStopsText(f.stops)] : []),
     '',
     f.queues.length ? table(['QUEUE', 'MESSAGES', 'CONSUMERS'], f.queues.map((q) => [q.queue, q.messages < 0 ? 'missing' : String(q.messages), q.consumers < 0 ? '-' : String(q.consumers)])) : 'queues: not reported',
   ].join('\n');

@@ -20,7 +20,7 @@ export type KernelEvent =
       readonly replayed: boolean;
       readonly attempts: number;
     }
-  | { readonly type: 'model_error'; readonly turn: number; readonly callId: string; readonly kind: ModelErrorKind; readonly reason: string; readonly attempt: number }
+  | { readonly type: 'model_error'; readonly turn: number; readonly callId: string; readonly kind: ModelErrorKind; readonly reason: string; readonly attempt: number; readonly retryAfterMs?: number }
   | { readonly type: 'action_rejected'; readonly turn: number; readonly problems: readonly ActionProblem[] }
   | {
       /** K8: the attribution of every call's fate. Withheld calls have isError and a refusal. */

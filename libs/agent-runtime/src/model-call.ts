@@ -5,7 +5,7 @@
  * here from the adapter's classification: `retryable` is retried with backoff, and a retryable
  * failure that persists through every attempt is treated as the provider being down.
  */
-import { EverdictError, payloadHash } from '@everdict/contracts';
+import { EverdictError, jitteredBackoffMs, payloadHash } from '@everdict/contracts';
 import { isModelError, ModelError, type ModelReply, type ModelRequest } from '@everdict/llm';
 import type { KernelEvent } from './events.js';
 import type { KernelPorts } from './kernel-ports.js';
@@ -53,14 +53,15 @@ export async function journaledModelCall(
     } catch (err) {
       if (!isModelError(err)) throw err; // cancellation and bugs are not provider behaviour
       lastError = err;
-      events.push({ type: 'model_error', turn: key.turn, callId, kind: err.kind, reason: err.reason, attempt });
+      events.push({ type: 'model_error', turn: key.turn, callId, kind: err.kind, reason: err.reason, attempt, ...(err.retryAfterMs !== undefined ? { retryAfterMs: err.retryAfterMs } : {}) });
       if (err.kind !== 'retryable') break;
-      if (attempt < policy.modelAttempts) await ports.clock.sleep(policy.retryBackoffMs * 2 ** (attempt - 1), signal);
+      // Jittered, and never sooner than the provider's Retry-After.
+      if (attempt < policy.modelAttempts) await ports.clock.sleep(jitteredBackoffMs(policy.retryBackoffMs * 2 ** (attempt - 1), { floorMs: err.retryAfterMs ?? null }), signal);
     }
   }
   const error =
     lastError !== undefined && lastError.kind === 'retryable'
-      ? new ModelError({ adapter: model.route.adapter, kind: 'provider_down', reason: `repeated_${lastError.reason}`, status: lastError.status }, lastError)
+      ? new ModelError({ adapter: model.route.adapter, kind: 'provider_down', reason: `repeated_${lastError.reason}`, status: lastError.status, ...(lastError.retryAfterMs !== undefined ? { retryAfterMs: lastError.retryAfterMs } : {}) }, lastError)
       : (lastError as ModelError);
   const failure = { error: { kind: error.kind, reason: error.reason, status: error.status ?? null } };
   await journal.recordOutcome({ ...key, ordinal: 0, callId }, { status: 'failed', response: failure, responseHash: payloadHash(failure) });

@@ -37,7 +37,9 @@ describe('kernel over HTTP adapters', () => {
     expect(r.settlement).toEqual({ kind: 'completed', result: 'Customer 7 is Ada Lovelace.' });
     expect(crm.calls).toEqual([{ id: 7 }]);
     expect(toolResults(r.events).map((e) => e.outcome)).toEqual(['ok', 'invalid']);
-    expect(h.clock.sleeps).toEqual([250, 500, 250]);
+    // Backoffs 250, 500, 250 ms with the fleet's equal jitter: each drawn from [base/2, base].
+    expect(h.clock.sleeps).toHaveLength(3);
+    h.clock.sleeps.forEach((s, i) => expect(s).toSatisfy((v: number) => v >= [250, 500, 250][i]! / 2 && v <= [250, 500, 250][i]!));
     expect(r.state.usage).toMatchObject({ measuredTokens: 30, unmeasuredModelCalls: 1 });
     // The tool results went back on the wire as tool messages.
     const last = server.received.at(-1)!.body as { messages: { role: string; tool_call_id?: string; content: string }[] };

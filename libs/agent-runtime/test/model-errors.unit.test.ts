@@ -15,10 +15,26 @@ describe('model call failures', () => {
     const h = harness([step], []);
     const r = await h.run();
     expect(r.settlement).toMatchObject(settlement);
-    expect(h.clock.sleeps).toEqual(sleeps);
+    // Each backoff is jittered into [ms/2, ms] (contracts jitteredBackoffMs).
+    expect(h.clock.sleeps).toHaveLength(sleeps.length);
+    h.clock.sleeps.forEach((s, i) => expect(s).toSatisfy((v: number) => v >= sleeps[i]! / 2 && v <= sleeps[i]!));
     // The model call's journal row says whether a response was persisted.
     const answered = (settlement as { kind: string }).kind === 'completed';
     expect(h.journal.get({ taskId: 'task-root', turn: 0, ordinal: 0 })?.status).toBe(answered ? 'completed' : 'failed');
+  });
+
+  it("a 429's Retry-After is the floor of the retry's backoff and reaches the park", async () => {
+    const h = harness([{ text: 'done', failFirst: { kind: 'retryable', status: 429, times: 1, retryAfterMs: 7_000 } }], []);
+    const r = await h.run();
+    expect(r.settlement).toMatchObject({ kind: 'completed' });
+    expect(h.clock.sleeps).toHaveLength(1);
+    expect(h.clock.sleeps[0]).toSatisfy((v: number) => v >= 7_000 && v <= 7_700);
+    const down = harness([{ error: { kind: 'retryable', status: 503, retryAfterMs: 30_000 } }], []);
+    const parked = await down.run();
+    expect(parked.settlement).toMatchObject({ kind: 'suspended', parkReason: 'provider_down' });
+    for (const s of down.clock.sleeps) expect(s).toBeGreaterThanOrEqual(30_000);
+    // The turn-worker reads the floor for the park's timer from these events.
+    expect(parked.events.filter((e) => e.type === 'model_error').map((e) => e.type === 'model_error' && e.retryAfterMs)).toEqual([30_000, 30_000, 30_000]);
   });
 
   it('a provider_down park resumes the same turn and re-asks the model', async () => {

@@ -3,6 +3,9 @@
  * reconnect, a CONFIRM channel for publishing, one channel per subscription for consuming.
  *
  * Invariants:
+ * - `url` may list several nodes of one cluster (comma-separated); a lost connection reconnects
+ *   to the next node in the list. Queues are quorum queues replicated across the cluster, so any
+ *   node serves every queue and confirms only what a majority has on disk.
  * - Every channel asserts the full topology from definitions.json before it is used, on first
  *   connect and on every reconnect, so no channel ever consumes or publishes into a missing or
  *   drifted queue.
@@ -20,15 +23,21 @@
 import amqp from 'amqp-connection-manager';
 import type { AmqpConnectionManager, ChannelWrapper } from 'amqp-connection-manager';
 import type { Channel, ConfirmChannel, ConsumeMessage } from 'amqplib';
-import { EverdictError } from '@everdict/contracts';
+import { EverdictError, jitteredBackoffMs } from '@everdict/contracts';
 import type { BusLogger } from './logger.js';
 import { describeError, noopBusLogger } from './logger.js';
 import type { Topology } from './topology.js';
-import { assertTopology, eventsExchange, serviceQueue } from './topology.js';
+import type { BrokerIdentity } from './identity.js';
+import { sharedIdentity } from './identity.js';
+import { assertTopology, assertTopologyFor, eventsExchange, serviceQueue } from './topology.js';
 import type { Delivery, DeliveryProcessor, OutboundMessage, SubscribeOptions, Subscription, Transport } from './transport.js';
 
 interface AmqpTransportOptions {
-  /** Broker URL, e.g. amqp://guest:guest@127.0.0.1:5672. */
+  /**
+   * Broker URL, e.g. amqp://guest:guest@127.0.0.1:5672, or a comma-separated list of the nodes
+   * of one cluster: each (re)connect tries them in turn, so losing a node moves the connection
+   * to the next one.
+   */
   readonly url: string;
   readonly topology: Topology;
   /** Shown as `connection_name` in `rabbitmqctl list_connections` (default "everdict"). */
@@ -42,6 +51,22 @@ interface AmqpTransportOptions {
   /** How long `connectAmqp` waits for the first connection and topology (default 10000 ms). */
   readonly connectTimeoutMs?: number;
   readonly logger?: BusLogger;
+  /**
+   * TLS socket options for amqps:// URLs (CA bundle, client certificate and key, as PEM), handed
+   * to amqplib's `tls.connect`. Unset: the system CAs, no client certificate.
+   */
+  readonly tls?: { readonly ca?: Buffer[]; readonly cert?: Buffer; readonly key?: Buffer };
+  /**
+   * Who speaks for which service (default: shared, the URL's user speaks for every service).
+   * Consumers on this transport authenticate every delivery against it.
+   */
+  readonly identity?: BrokerIdentity;
+  /**
+   * The service this connection's user is (per-service broker users): it then declares only that
+   * service's queues and checks the rest passively (see assertTopologyFor). Unset: the whole
+   * topology is declared, which needs configure permission on all of it.
+   */
+  readonly asService?: string;
 }
 
 class BrokerUnavailable extends EverdictError {
@@ -54,6 +79,30 @@ class PublishFailed extends EverdictError {
   constructor(messageId: string, cause: unknown) {
     super('publish_failed', `broker did not confirm message ${messageId}: ${describeError(cause)}`, { retryable: true, cause, details: { messageId } });
   }
+}
+
+/**
+ * The login of a broker URL (the first node's): what the broker checks `user_id` against.
+ * amqplib logs in as guest when the URL names no user.
+ */
+export function brokerUser(url: string): string {
+  const first = brokerUrls(url)[0]!;
+  try {
+    const user = decodeURIComponent(new URL(first).username);
+    return user.length > 0 ? user : 'guest';
+  } catch {
+    throw new BrokerUnavailable('the broker URL is not a valid amqp:// or amqps:// URL');
+  }
+}
+
+/**
+ * The broker URLs in `url` (comma-separated; blanks dropped). amqp-connection-manager walks the
+ * list round-robin on every reconnect, so a dead node costs one failed attempt, not the fleet.
+ */
+export function brokerUrls(url: string): string[] {
+  const urls = url.split(',').map((u) => u.trim()).filter((u) => u.length > 0);
+  if (urls.length === 0) throw new BrokerUnavailable('no broker URL given');
+  return urls;
 }
 
 /** Connects, asserts the topology, and returns a ready transport (or throws BrokerUnavailable / TopologyError). */
@@ -71,6 +120,10 @@ export async function connectAmqp(opts: AmqpTransportOptions): Promise<AmqpTrans
 export class AmqpTransport implements Transport {
   readonly kind = 'amqp' as const;
   readonly topology: Topology;
+  readonly identity: BrokerIdentity;
+  readonly needsProducer = false;
+  /** The connection's login, stamped as `user_id` on every publish (the broker refuses a mismatch). */
+  readonly user: string;
   private readonly manager: AmqpConnectionManager;
   private readonly publisher: ChannelWrapper;
   private readonly logger: BusLogger;
@@ -80,29 +133,43 @@ export class AmqpTransport implements Transport {
   private closing = false;
   private pub: PublisherChannel | undefined;
   private readonly connectWaiters: (() => void)[] = [];
+  private readonly assert: (ch: Channel) => Promise<void>;
 
   constructor(private readonly opts: AmqpTransportOptions) {
     this.topology = opts.topology;
     this.exchange = eventsExchange(opts.topology);
     this.logger = opts.logger ?? noopBusLogger;
+    this.user = brokerUser(opts.url);
+    this.identity = opts.identity ?? sharedIdentity(this.user);
+    const asService = opts.asService;
+    this.assert = (ch: Channel) => (asService === undefined ? assertTopology(ch, this.topology) : assertTopologyFor(ch, this.topology, asService));
     const heartbeat = opts.heartbeatSeconds ?? 5;
-    this.manager = amqp.connect([opts.url], {
+    this.manager = amqp.connect(brokerUrls(opts.url), {
       heartbeatIntervalInSeconds: heartbeat,
       reconnectTimeInSeconds: opts.reconnectSeconds ?? 1,
-      connectionOptions: { clientProperties: { connection_name: opts.connectionName ?? 'everdict' } },
+      connectionOptions: { ...opts.tls, clientProperties: { connection_name: opts.connectionName ?? 'everdict' } },
     });
     this.manager.on('connect', () => this.logger.info({ connection: opts.connectionName }, 'broker connected'));
+    // The manager emits these synchronously before it waits `reconnectTimeInSeconds`: each wait is
+    // drawn afresh with the fleet's jitter, so processes a broker restart disconnected together
+    // do not reconnect together.
+    const reconnectMs = (opts.reconnectSeconds ?? 1) * 1000;
+    const jitterNextWait = () => void (this.manager.reconnectTimeInSeconds = jitteredBackoffMs(reconnectMs) / 1000);
     this.manager.on('disconnect', ({ err }) => {
+      jitterNextWait();
       if (!this.closing) this.logger.warn({ connection: opts.connectionName, err: describeError(err) }, 'broker disconnected; reconnecting');
     });
-    this.manager.on('connectFailed', ({ err }) => this.logger.warn({ connection: opts.connectionName, err: describeError(err) }, 'broker connect failed; retrying'));
+    this.manager.on('connectFailed', ({ err }) => {
+      jitterNextWait();
+      this.logger.warn({ connection: opts.connectionName, err: describeError(err) }, 'broker connect failed; retrying');
+    });
     this.publisher = this.manager.createChannel({
       name: 'publisher',
       confirm: true,
       setup: async (ch: ConfirmChannel) => {
         this.guardChannel(ch, 'publisher');
         try {
-          await assertTopology(ch, this.topology);
+          await this.assert(ch);
           this.setupError = undefined;
         } catch (err) {
           this.setupError = err;
@@ -192,7 +259,7 @@ export class AmqpTransport implements Transport {
           this.exchange,
           m.routingKey,
           m.body,
-          { persistent: true, messageId: m.messageId, type: m.type, contentType: 'application/json' },
+          { persistent: true, messageId: m.messageId, type: m.type, contentType: 'application/json', userId: this.user },
           (err: unknown) => finish(err ?? undefined),
         );
         if (!writable) channel.blocked = true;
@@ -204,7 +271,7 @@ export class AmqpTransport implements Transport {
 
   async subscribe(service: string, processor: DeliveryProcessor, opts: SubscribeOptions): Promise<Subscription> {
     const queue = serviceQueue(this.topology, service).name;
-    const sub = new AmqpSubscription(this.manager, this.topology, queue, processor, opts, this.logger, (ch, what) => this.guardChannel(ch, what));
+    const sub = new AmqpSubscription(this.manager, this.assert, queue, processor, opts, this.logger, (ch, what) => this.guardChannel(ch, what));
     this.subscriptions.add(sub);
     sub.onStopped = () => this.subscriptions.delete(sub);
     await sub.start();
@@ -256,6 +323,7 @@ function toDelivery(msg: ConsumeMessage): Delivery {
     messageId: typeof msg.properties.messageId === 'string' ? msg.properties.messageId : undefined,
     deliveryCount: typeof count === 'number' && count > 0 ? count : 0,
     redelivered: msg.fields.redelivered,
+    userId: typeof msg.properties.userId === 'string' ? msg.properties.userId : undefined,
   };
 }
 
@@ -269,7 +337,7 @@ class AmqpSubscription implements Subscription {
 
   constructor(
     manager: AmqpConnectionManager,
-    topology: Topology,
+    assert: (ch: Channel) => Promise<void>,
     private readonly queue: string,
     private readonly processor: DeliveryProcessor,
     opts: SubscribeOptions,
@@ -286,7 +354,7 @@ class AmqpSubscription implements Subscription {
         ch.on('close', () => {
           alive = false;
         });
-        await assertTopology(ch, topology);
+        await assert(ch);
         await ch.prefetch(opts.prefetch);
         const { consumerTag } = await ch.consume(queue, (msg) => {
           // null: the broker cancelled us (queue deleted); the next reconnect re-subscribes.

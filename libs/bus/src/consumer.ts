@@ -3,6 +3,9 @@
  * through, on either transport.
  *
  *   size limit → decodeMessage (JSON → envelope schema → type/version → payload schema → hash)
+ *   → producer check (identity.ts: the broker-validated user-id speaks for the claimed
+ *     sender.service, and that service emits this type; else refused as producer_unauthenticated,
+ *     producer_unknown, sender_mismatch or type_not_permitted)
  *   → ONE unit of work: inbox row + the handler's state change + its outbox rows → COMMIT → ack
  *
  * Outcomes:
@@ -14,9 +17,15 @@
  * - undecodable (oversized, malformed JSON, invalid envelope/payload, unknown type or version,
  *   hash mismatch) or a type this service has no handler for: refused without guessing at the
  *   content, recorded with a reason and a detail naming the field, dead-lettered, counted.
+ * - the handler refuses it (`refusedBecause`: its persisted-assignment check failed, §4, before
+ *   it wrote anything): the inbox row is recorded 'refused' with a dead_letters row in the same
+ *   unit of work, then the delivery is dead-lettered and counted as `assignment_refused`; a
+ *   redelivery is a duplicate of that refusal.
  * - handler or database failure: the unit of work rolls back; transient database errors are
- *   retried in place, anything else is requeued and comes back until the queue's delivery limit
- *   (x-delivery-limit), whose last attempt is recorded and dead-lettered.
+ *   retried in place (a database that is down is waited out, see withTransientRetry) and, if
+ *   still failing, requeued — never dead-lettered here; anything else is requeued and comes back
+ *   until the queue's delivery limit (x-delivery-limit), whose last attempt is recorded and
+ *   dead-lettered.
  *
  * Batched mode (`batchSize` > 1, opt-in per service): the deliveries that are ready together
  * (up to `batchSize`) share ONE unit of work — one statement records all their inbox rows (with
@@ -35,10 +44,12 @@
  * never queued behind a completion. A handler also checks the claimed sender and lineage against
  * persisted assignments: a decoded envelope is well-formed, not authenticated.
  */
-import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictError, isUuid } from '@everdict/contracts';
+import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictError, isUuid, jitteredBackoffMs } from '@everdict/contracts';
 import type { AnyEnvelope, MessageType } from '@everdict/contracts';
-import { inlinable, recordInboxBatch, setInboxDispositions } from '@everdict/store';
+import { inlinable, recordInboxBatch, recordRefusalIn, setInboxDispositions } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
+import { authenticateProducer } from './identity.js';
+import type { ProducerRefusal } from './identity.js';
 import type { BusLogger } from './logger.js';
 import { describeError, noopBusLogger } from './logger.js';
 import type { BusMetrics } from './metrics.js';
@@ -46,8 +57,21 @@ import { noopBusMetrics } from './metrics.js';
 import { boundTypes, deliveryLimit } from './topology.js';
 import type { Delivery, Settlement, Subscription, Transport } from './transport.js';
 
+/**
+ * A handler's refusal of a message its persisted-assignment check failed (§4): the handler has
+ * written nothing. The inbox row is recorded 'refused' (a redelivery is a duplicate, never run
+ * again) together with the dead_letters row, in the delivery's unit of work; then the delivery
+ * is dead-lettered and counted as `assignment_refused`.
+ */
+export interface Refused {
+  readonly refused: string;
+}
+
+/** Refuses the message with `why` (ids and reasons only: never message content). */
+export const refusedBecause = (why: string): Refused => ({ refused: why.slice(0, 2000) });
+
 /** What a handler made of a new message; recorded as the inbox disposition (void = applied). */
-export type HandlerOutcome = 'applied' | 'ignored' | void;
+export type HandlerOutcome = 'applied' | 'ignored' | Refused | void;
 
 export interface HandlerContext {
   /** The consuming service (inbox consumer name and queue suffix). */
@@ -85,15 +109,22 @@ type RefusalReason =
   | 'hash_mismatch'
   | 'message_id_mismatch'
   | 'hash_conflict'
-  | 'unhandled_type';
+  | 'unhandled_type'
+  | ProducerRefusal
+  | 'assignment_refused';
 
 /** A refused delivery as recorded in dead_letters: only ids that were well-formed, never content. */
-interface Refusal {
+export interface Refusal {
   readonly service: string;
   readonly reason: RefusalReason;
   readonly detail: string;
   readonly messageId?: string | undefined;
   readonly type?: string | undefined;
+  /** Well-formed ids salvaged from a refused decode (DecodeResult), for the refusal hook. */
+  readonly version?: number | undefined;
+  readonly caseId?: string | undefined;
+  readonly payloadHash?: string | undefined;
+  readonly targetTaskId?: string | undefined;
 }
 
 interface InboxConsumerOptions {
@@ -115,7 +146,9 @@ interface InboxConsumerOptions {
   readonly maxBytes?: number;
   /** In-place retries of a unit of work that failed with a retryable database error (default 3). */
   readonly transientRetries?: number;
-  /** Base backoff for those retries and before a requeue, in ms (default 100; doubles, max 2000). */
+  /** How long a delivery waits in place for a database that is down before it is requeued (default 30 000 ms). */
+  readonly outageWaitMs?: number;
+  /** Base backoff for those retries and before a requeue, in ms (default 100; doubles, max 2000; jittered). */
   readonly retryDelayMs?: number;
   /**
    * Called after a refusal is recorded and before it is dead-lettered — e.g. the turn-worker parks
@@ -132,9 +165,13 @@ interface InboxConsumerOptions {
   readonly unsafeSkipInbox?: boolean;
 }
 
-/** Settlement of a delivery whose unit of work failed: requeue, unless this was the last allowed attempt. */
-export function failureSettlement(deliveryCount: number, limit: number): Extract<Settlement, 'requeue' | 'dead_letter'> {
-  return deliveryCount >= limit ? 'dead_letter' : 'requeue';
+/**
+ * Settlement of a delivery whose unit of work failed: requeue, unless this was the last allowed
+ * attempt. A retryable failure (the database restarting, a lost connection, a conflict) says
+ * nothing about the message: it is always requeued, never dead-lettered by the consumer.
+ */
+export function failureSettlement(deliveryCount: number, limit: number, retryable = false): Extract<Settlement, 'requeue' | 'dead_letter'> {
+  return !retryable && deliveryCount >= limit ? 'dead_letter' : 'requeue';
 }
 
 /** Backoff before retry `attempt` (0-based): base · 2^attempt, capped at 2 s. */
@@ -142,7 +179,9 @@ export function backoffMs(attempt: number, baseMs: number): number {
   return Math.min(baseMs * 2 ** attempt, 2_000);
 }
 
-type UnitResult = { kind: 'applied' | 'ignored' } | { kind: 'duplicate'; disposition: string } | { kind: 'conflict'; storedHash: string };
+type UnitResult = { kind: 'applied' | 'ignored' } | { kind: 'refused'; why: string } | { kind: 'duplicate'; disposition: string } | { kind: 'conflict'; storedHash: string };
+
+const isRefused = (o: HandlerOutcome): o is Refused => typeof o === 'object' && o !== null;
 
 /** A delivery waiting for its batch. */
 interface Queued {
@@ -165,6 +204,7 @@ export class InboxConsumer {
   private readonly maxBytes: number;
   private readonly limit: number;
   private readonly retries: number;
+  private readonly outageWaitMs: number;
   private readonly delayMs: number;
   private readonly abort = new AbortController();
   private subscription: Subscription | undefined;
@@ -179,6 +219,7 @@ export class InboxConsumer {
     this.maxBytes = opts.maxBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.limit = deliveryLimit(opts.transport.topology, opts.service);
     this.retries = opts.transientRetries ?? 3;
+    this.outageWaitMs = opts.outageWaitMs ?? 30_000;
     this.delayMs = opts.retryDelayMs ?? 100;
     this.batchSize = opts.unsafeSkipInbox ? 1 : Math.max(1, Math.floor(opts.batchSize ?? 1));
     const missing = boundTypes(opts.transport.topology, opts.service).filter((t) => !(t in opts.handlers));
@@ -212,12 +253,21 @@ export class InboxConsumer {
     const decoded = decodeMessage(d.body, { maxBytes: this.maxBytes });
     if (!decoded.ok) {
       // The transport's message id is recorded only if well-formed: a refusal never stores raw input.
-      return this.refuse(decoded.reason, decoded.detail, { messageId: decoded.messageId ?? (isUuid(d.messageId) ? d.messageId : undefined), type: decoded.type });
+      return this.refuse(decoded.reason, decoded.detail, {
+        messageId: decoded.messageId ?? (isUuid(d.messageId) ? d.messageId : undefined),
+        type: decoded.type,
+        ...(decoded.payloadHash !== undefined ? { payloadHash: decoded.payloadHash } : {}),
+        salvaged: { version: decoded.version, caseId: decoded.caseId, targetTaskId: decoded.targetTaskId },
+      });
     }
     const env = decoded.envelope;
     if (d.messageId !== undefined && d.messageId !== env.id) {
       return this.refuse('message_id_mismatch', 'properties.message-id differs from /id', { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
     }
+    // The authenticated producer (the broker-validated user-id) must speak for the claimed sender
+    // service, and that service must emit this type. Nothing of the envelope is trusted before.
+    const forged = authenticateProducer(this.opts.transport.identity, d.userId, env.sender.service, env.type);
+    if (forged) return this.refuse(forged.reason, forged.detail, { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
     const handler = this.opts.handlers[env.type] as MessageHandler | undefined;
     if (!handler) {
       return this.refuse('unhandled_type', `/type ${env.type} has no handler in ${service}`, { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
@@ -239,6 +289,13 @@ export class InboxConsumer {
       case 'ignored':
         this.metrics.consumed(service, 'applied');
         return 'ack';
+      case 'refused':
+        // Recorded with the inbox row in its unit of work; only the count and the settlement remain.
+        this.logger.warn({ service, reason: 'assignment_refused', messageId: env.id, type: env.type, why: result.why }, 'message refused by its receiver and dead-lettered');
+        this.metrics.refused(service, 'assignment_refused');
+        this.metrics.deadLettered(service, 'assignment_refused');
+        this.metrics.consumed(service, 'refused');
+        return 'dead_letter';
       case 'duplicate':
         this.metrics.duplicate(service);
         this.metrics.consumed(service, 'duplicate');
@@ -270,6 +327,11 @@ export class InboxConsumer {
         if (check.kind === 'conflict') return { kind: 'conflict', storedHash: check.storedHash };
       }
       const outcome = (await handler(env, uow, ctx)) ?? 'applied';
+      if (isRefused(outcome)) {
+        if (!this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'refused');
+        await recordRefusalIn(uow, { consumer: service, messageId: env.id, type: env.type, reason: 'assignment_refused', detail: outcome.refused, payloadHash: env.payloadHash });
+        return { kind: 'refused', why: outcome.refused };
+      }
       if (outcome === 'ignored' && !this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'ignored');
       return { kind: outcome };
     });
@@ -359,23 +421,32 @@ export class InboxConsumer {
       );
       const results: (UnitResult | null)[] = [];
       const ignored: string[] = [];
+      const refused: string[] = [];
       for (const q of batch) {
         if (!fresh.has(q.env.id)) {
           results.push(null);
           continue;
         }
         const outcome = (await q.handler(q.env, uow, { ...q.ctx, afterCommit: (fn) => void committed.push(fn) })) ?? 'applied';
+        if (isRefused(outcome)) {
+          refused.push(q.env.id);
+          await recordRefusalIn(uow, { consumer: service, messageId: q.env.id, type: q.env.type, reason: 'assignment_refused', detail: outcome.refused, payloadHash: q.env.payloadHash });
+          results.push({ kind: 'refused', why: outcome.refused });
+          continue;
+        }
         if (outcome === 'ignored') ignored.push(q.env.id);
         results.push({ kind: outcome });
       }
       await setInboxDispositions(uow, service, ignored, 'ignored');
+      await setInboxDispositions(uow, service, refused, 'refused');
       return { results, committed };
     });
   }
 
   private async handlerFailed(env: AnyEnvelope, d: Delivery, err: unknown): Promise<Settlement> {
     const service = this.opts.service;
-    const settlement = failureSettlement(d.deliveryCount, this.limit);
+    const retryable = isEverdictError(err) && err.retryable;
+    const settlement = failureSettlement(d.deliveryCount, this.limit, retryable);
     if (settlement === 'dead_letter') {
       this.logger.error({ service, messageId: env.id, type: env.type, attempts: d.deliveryCount + 1, err: describeError(err) }, 'handler failed on its last attempt; dead-lettering');
       await this.record({ reason: 'handler_failed', detail: `attempt ${d.deliveryCount + 1} of ${this.limit + 1}: ${describeError(err)}`, messageId: env.id, type: env.type, payloadHash: env.payloadHash }).catch(
@@ -385,16 +456,20 @@ export class InboxConsumer {
       this.metrics.consumed(service, 'dead_lettered');
       return 'dead_letter';
     }
-    this.logger.warn({ service, messageId: env.id, type: env.type, attempt: d.deliveryCount + 1, err: describeError(err) }, 'handler failed; requeueing');
+    this.logger.warn({ service, messageId: env.id, type: env.type, attempt: d.deliveryCount + 1, retryable, err: describeError(err) }, 'handler failed; requeueing');
     this.metrics.consumed(service, 'failed');
-    await this.sleep(backoffMs(d.deliveryCount, this.delayMs));
+    await this.sleep(jitteredBackoffMs(backoffMs(d.deliveryCount, this.delayMs)));
     return 'requeue';
   }
 
-  private async refuse(reason: RefusalReason, detail: string, ids: { messageId?: string | undefined; type?: string | undefined; payloadHash?: string }): Promise<Settlement> {
+  private async refuse(
+    reason: RefusalReason,
+    detail: string,
+    ids: { messageId?: string | undefined; type?: string | undefined; payloadHash?: string; salvaged?: Pick<Refusal, 'version' | 'caseId' | 'targetTaskId'> },
+  ): Promise<Settlement> {
     const service = this.opts.service;
     try {
-      await this.withTransientRetry(() => this.record({ reason, detail, ...ids }));
+      await this.withTransientRetry(() => this.record({ reason, detail, messageId: ids.messageId, type: ids.type, payloadHash: ids.payloadHash }));
     } catch (err) {
       // Unrecorded refusals are not dead-lettered: the redelivery gets recorded, or the delivery limit ends it.
       this.logger.error({ service, reason, err: describeError(err) }, 'could not record refusal; requeueing');
@@ -402,7 +477,7 @@ export class InboxConsumer {
       return 'requeue';
     }
     if (this.opts.onRefusal) {
-      await this.opts.onRefusal({ service, reason, detail, messageId: ids.messageId, type: ids.type }).catch((err: unknown) =>
+      await this.opts.onRefusal({ service, reason, detail, messageId: ids.messageId, type: ids.type, payloadHash: ids.payloadHash, ...ids.salvaged }).catch((err: unknown) =>
         this.logger.error({ service, reason, messageId: ids.messageId, err: describeError(err) }, 'refusal hook failed'),
       );
     }
@@ -424,15 +499,22 @@ export class InboxConsumer {
     });
   }
 
-  /** Retries retryable database failures (conflicts, lost connections) without spending a delivery. */
+  /**
+   * Retries retryable database failures (conflicts, lost connections) without spending a
+   * delivery. A database that is down (restarting) is waited out in place for up to
+   * `outageWaitMs`, however many attempts that takes: the broker counts every requeue toward
+   * x-delivery-limit, so requeueing through an outage would dead-letter good messages.
+   */
   private async withTransientRetry<T>(fn: () => Promise<T>): Promise<T> {
+    const since = performance.now();
     for (let attempt = 0; ; attempt++) {
       try {
         return await fn();
       } catch (err) {
         const retryable = isEverdictError(err) && err.retryable;
-        if (!retryable || attempt >= this.retries || this.abort.signal.aborted) throw err;
-        await this.sleep(backoffMs(attempt, this.delayMs));
+        const outage = isEverdictError(err, 'database_unavailable') && performance.now() - since < this.outageWaitMs;
+        if (!retryable || (attempt >= this.retries && !outage) || this.abort.signal.aborted) throw err;
+        await this.sleep(jitteredBackoffMs(backoffMs(attempt, this.delayMs)));
       }
     }
   }

@@ -16,6 +16,8 @@
  * stalls the relay; embedded mode subscribes every service before it starts the relay.
  */
 import { EverdictError } from '@everdict/contracts';
+import type { BrokerIdentity } from './identity.js';
+import { IN_PROCESS_IDENTITY } from './identity.js';
 import type { Topology } from './topology.js';
 import { deliveryLimit, eventsExchange, route, serviceQueue } from './topology.js';
 import type { Delivery, DeliveryProcessor, OutboundMessage, SubscribeOptions, Subscription, Transport } from './transport.js';
@@ -25,6 +27,8 @@ interface HeldMessage {
   readonly messageId: string;
   readonly type: string;
   readonly body: Buffer;
+  /** The service that enqueued it (the composing process's record of the producer). */
+  readonly userId: string | undefined;
   deliveryCount: number;
   /** Why it was dead-lettered into this queue ('rejected' | 'delivery_limit'), if it was. */
   deathReason?: 'rejected' | 'delivery_limit';
@@ -52,6 +56,9 @@ interface QueueState {
 
 export class InProcessTransport implements Transport {
   readonly kind = 'in_process' as const;
+  /** Each service is its own user; the relay hands in the producer of every row. */
+  readonly identity: BrokerIdentity = IN_PROCESS_IDENTITY;
+  readonly needsProducer = true;
   private readonly queues = new Map<string, QueueState>();
   private closed = false;
 
@@ -79,7 +86,7 @@ export class InProcessTransport implements Transport {
     if (this.closed) return Promise.reject(new EverdictError('transport_closed', 'in-process transport is closed', { retryable: true }));
     const targets = route(this.topology, eventsExchange(this.topology), m.routingKey).map((name) => this.queues.get(name)!);
     const confirms = targets.map((q) => {
-      const held: HeldMessage = { messageId: m.messageId, type: m.type, body: Buffer.from(m.body), deliveryCount: 0 };
+      const held: HeldMessage = { messageId: m.messageId, type: m.type, body: Buffer.from(m.body), userId: m.producer, deliveryCount: 0 };
       const confirmed = q.subscribers.length > 0 ? new Promise<void>((resolve, reject) => (held.confirm = { resolve, reject })) : Promise.resolve();
       q.messages.push(held);
       this.pump(q);
@@ -127,7 +134,7 @@ export class InProcessTransport implements Transport {
       const sub = this.pickSubscriber(q);
       if (!sub) return;
       const msg = q.messages.shift()!;
-      const delivery: Delivery = { body: msg.body, messageId: msg.messageId, deliveryCount: msg.deliveryCount, redelivered: msg.deliveryCount > 0 };
+      const delivery: Delivery = { body: msg.body, messageId: msg.messageId, deliveryCount: msg.deliveryCount, redelivered: msg.deliveryCount > 0, userId: msg.userId };
       const run = sub
         .processor(delivery)
         .catch((): 'requeue' => 'requeue')
@@ -172,7 +179,7 @@ export class InProcessTransport implements Transport {
     if (from.deadLetterExchange === undefined) return; // no DLX: the message is dropped, as on the broker
     for (const name of route(this.topology, from.deadLetterExchange, from.deadLetterKey)) {
       const target = this.queues.get(name)!;
-      target.messages.push({ messageId: msg.messageId, type: msg.type, body: msg.body, deliveryCount: 0, deathReason: reason, deadFrom: from.name });
+      target.messages.push({ messageId: msg.messageId, type: msg.type, body: msg.body, userId: msg.userId, deliveryCount: 0, deathReason: reason, deadFrom: from.name });
       this.pump(target);
     }
   }

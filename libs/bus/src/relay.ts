@@ -13,6 +13,7 @@
  *   once; the receivers' inbox makes it effectively once.
  * - Nothing here opens a transaction; claim, mark and release are single statements.
  */
+import { jitteredBackoffMs } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
 import type { BusLogger } from './logger.js';
 import { describeError, noopBusLogger } from './logger.js';
@@ -35,6 +36,11 @@ interface OutboxRelayOptions {
   readonly pipelines?: number;
   /** Most time `stop()` waits for in-flight confirms, in ms (default 10000). */
   readonly drainTimeoutMs?: number;
+  /**
+   * The services this relay publishes as (a node holding broker credentials for only these):
+   * it claims only the rows they enqueued. Unset: every row (shared or in-process identity).
+   */
+  readonly producers?: readonly string[];
   readonly metrics?: BusMetrics;
   readonly logger?: BusLogger;
 }
@@ -106,14 +112,22 @@ export class OutboxRelay {
 
   /** Claims and publishes one batch. Exposed for tests and for a one-shot drain. */
   async pumpOnce(): Promise<RelayBatchResult> {
-    const rows = await this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs);
+    const rows = await this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs, this.opts.producers);
     if (rows.length === 0) return { claimed: 0, published: 0, failed: 0 };
     const byType = new Map<string, number>();
     for (const r of rows) byType.set(r.type, (byType.get(r.type) ?? 0) + 1);
     for (const [type, n] of byType) this.metrics.published(type, n);
 
     const outcomes = await Promise.allSettled(
-      rows.map((r) => this.opts.transport.publish({ messageId: r.message_id, type: r.type, routingKey: r.routing_key, body: r.body })),
+      rows.map((r) =>
+        this.opts.transport.publish({
+          messageId: r.message_id,
+          type: r.type,
+          routingKey: r.routing_key,
+          body: r.body,
+          ...(this.opts.transport.needsProducer ? { producer: producerOf(r.body) } : {}),
+        }),
+      ),
     );
     const confirmed: number[] = [];
     const failed: number[] = [];
@@ -142,7 +156,7 @@ export class OutboxRelay {
       if (result === undefined || result.failed > 0) {
         // The database or the transport is refusing: back off instead of spinning on the same rows.
         failures = Math.min(failures + 1, 6);
-        await this.idle(100 * 2 ** failures);
+        await this.idle(jitteredBackoffMs(100 * 2 ** failures));
         continue;
       }
       failures = 0;
@@ -203,6 +217,20 @@ export class OutboxRelay {
     } catch (err) {
       this.logger.warn({ relay: this.name, err: describeError(err) }, 'outbox lag query failed');
     }
+  }
+}
+
+/**
+ * The service that enqueued an outbox row: its envelope's sender.service, stamped by that
+ * service's own code when it wrote the row (never by the relay). Undefined if unreadable, and a
+ * per-service transport then refuses to publish it.
+ */
+export function producerOf(body: Buffer): string | undefined {
+  try {
+    const sender = (JSON.parse(body.toString('utf8')) as { sender?: { service?: unknown } }).sender;
+    return typeof sender?.service === 'string' ? sender.service : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -271,6 +271,9 @@ export interface TopologyChannel {
   assertExchange(name: string, type: string, options: { durable: boolean; autoDelete: boolean; internal: boolean; arguments: Record<string, unknown> }): Promise<unknown>;
   assertQueue(name: string, options: { durable: boolean; autoDelete: boolean; exclusive: boolean; arguments: Record<string, unknown> }): Promise<unknown>;
   bindQueue(queue: string, source: string, pattern: string, args: Record<string, unknown>): Promise<unknown>;
+  /** Passive declares: need no permission, fail (channel error 404) when the entity is missing. */
+  checkExchange(name: string): Promise<unknown>;
+  checkQueue(name: string): Promise<unknown>;
 }
 
 /**
@@ -286,6 +289,26 @@ export async function assertTopology(ch: TopologyChannel, t: Topology): Promise<
   }
   for (const b of t.bindings) {
     await ch.bindQueue(b.destination, b.source, b.routingKey, { ...b.arguments });
+  }
+}
+
+/**
+ * What a connection authenticated as one service asserts (per-service broker users, which may
+ * configure only their own queues): that service's queue and dead-letter queue with their
+ * arguments and bindings are declared exactly; every other exchange and queue must exist
+ * (passive), so nothing is published into a missing queue. The operator's definitions import
+ * owns the shared entities; each service's own queues are still checked for drift by the
+ * service itself.
+ */
+export async function assertTopologyFor(ch: TopologyChannel, t: Topology, service: string): Promise<void> {
+  const own = new Set([`${t.prefix}.${service}`, `${t.prefix}.${service}.dead`]);
+  for (const e of t.exchanges) await ch.checkExchange(e.name);
+  for (const q of t.queues) {
+    if (own.has(q.name)) await ch.assertQueue(q.name, { durable: q.durable, autoDelete: q.autoDelete, exclusive: false, arguments: { ...q.arguments } });
+    else await ch.checkQueue(q.name);
+  }
+  for (const b of t.bindings) {
+    if (own.has(b.destination)) await ch.bindQueue(b.destination, b.source, b.routingKey, { ...b.arguments });
   }
 }
 

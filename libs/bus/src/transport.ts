@@ -13,6 +13,7 @@
  */
 import { encodeEnvelope } from '@everdict/contracts';
 import type { AnyEnvelope } from '@everdict/contracts';
+import type { BrokerIdentity } from './identity.js';
 import type { Topology } from './topology.js';
 
 /** One committed outbox row on its way out: exact bytes plus routing facts. */
@@ -23,6 +24,11 @@ export interface OutboundMessage {
   /** Routing key on the events exchange (the message type unless the sender chose otherwise). */
   readonly routingKey: string;
   readonly body: Buffer;
+  /**
+   * The service that enqueued the row (its envelope's sender.service): the identity it is
+   * published under. Required by transports whose identity is per service (`needsProducer`).
+   */
+  readonly producer?: string;
 }
 
 export interface Delivery {
@@ -32,6 +38,8 @@ export interface Delivery {
   /** Earlier deliveries of this message that were returned (0 on the first; `x-delivery-count`). */
   readonly deliveryCount: number;
   readonly redelivered: boolean;
+  /** The producer's authenticated broker user (AMQP `user-id`, validated by the broker); undefined if unset. */
+  readonly userId: string | undefined;
 }
 
 export type Settlement = 'ack' | 'requeue' | 'dead_letter';
@@ -55,6 +63,10 @@ export interface Subscription {
 export interface Transport {
   readonly kind: 'amqp' | 'in_process';
   readonly topology: Topology;
+  /** Which user speaks for which service; the consumer authenticates every delivery with it. */
+  readonly identity: BrokerIdentity;
+  /** Whether `publish` needs `OutboundMessage.producer` (the relay then reads it from each row). */
+  readonly needsProducer: boolean;
   /** Publishes to the events exchange; resolves after the transport confirmed the message. */
   publish(message: OutboundMessage): Promise<void>;
   /** Consumes the queue of `service` (`<prefix>.<service>`) with at most `prefetch` in flight. */
@@ -70,5 +82,5 @@ export interface Transport {
  * their unit of work and let the relay publish — it is for tools and tests outside a transaction.
  */
 export function publishEnvelope(transport: Transport, envelope: AnyEnvelope): Promise<void> {
-  return transport.publish({ messageId: envelope.id, type: envelope.type, routingKey: envelope.type, body: encodeEnvelope(envelope) });
+  return transport.publish({ messageId: envelope.id, type: envelope.type, routingKey: envelope.type, body: encodeEnvelope(envelope), producer: envelope.sender.service });
 }

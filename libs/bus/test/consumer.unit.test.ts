@@ -11,6 +11,10 @@ describe('consumer decisions', () => {
     expect(failureSettlement(0, 0)).toBe('dead_letter');
   });
 
+  it('a retryable failure (the database down) is requeued, never dead-lettered by the consumer', () => {
+    expect([0, 5, 9].map((n) => failureSettlement(n, 5, true))).toEqual(['requeue', 'requeue', 'requeue']);
+  });
+
   it('backs off exponentially and caps at two seconds', () => {
     expect([0, 1, 2, 3].map((a) => backoffMs(a, 100))).toEqual([100, 200, 400, 800]);
     expect(backoffMs(10, 100)).toBe(2000);

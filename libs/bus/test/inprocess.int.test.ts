@@ -67,6 +67,26 @@ describe('in-process transport', () => {
     await transport.close();
   });
 
+  it("stamps the enqueuing service as the producer and refuses a sender or type that producer cannot claim", async () => {
+    const { transport, metrics, consumer } = await setup();
+    const relayed = runnable();
+    await store.unitOfWork((uow) => uow.enqueue({ id: relayed.id, type: relayed.type, caseId: relayed.caseId }, encodeEnvelope(relayed)));
+    await new OutboxRelay({ store, transport }).pumpOnce();
+    // The relay handed in intake (the row's sender) as the producer: applied.
+    expect(await countRows(db, 'SELECT count(*) AS n FROM effects')).toBe(1);
+    // Published as intake while claiming the reconciler, and with no producer at all.
+    const posing = runnable();
+    await transport.publish({ messageId: posing.id, type: posing.type, routingKey: posing.type, body: encodeEnvelope({ ...posing, sender: { ...posing.sender, service: 'reconciler' } }), producer: 'intake' });
+    const anonymous = runnable();
+    await transport.publish({ messageId: anonymous.id, type: anonymous.type, routingKey: anonymous.type, body: encodeEnvelope(anonymous) });
+    expect(metrics.get('refused:sender_mismatch')).toBe(1);
+    expect(metrics.get('refused:producer_unauthenticated')).toBe(1);
+    expect(await countRows(db, 'SELECT count(*) AS n FROM effects')).toBe(1);
+    expect(transport.held(dlq).map((m) => m.messageId).sort()).toEqual([posing.id, anonymous.id].sort());
+    await consumer.stop();
+    await transport.close();
+  });
+
   it('refuses the same id with a different payload hash and dead-letters it', async () => {
     const { transport, metrics, consumer } = await setup();
     const first = runnable();
@@ -137,6 +157,8 @@ describe('in-process transport', () => {
     const flaky: Transport = {
       kind: transport.kind,
       topology: transport.topology,
+      identity: transport.identity,
+      needsProducer: transport.needsProducer,
       isReady: () => true,
       subscribe: (...a) => transport.subscribe(...a),
       close: () => transport.close(),

@@ -38,6 +38,8 @@ function recorder() {
     assertExchange: async (name, type, o) => void calls.exchanges.push({ name, type, durable: o.durable, auto_delete: o.autoDelete, internal: o.internal, arguments: o.arguments }),
     assertQueue: async (name, o) => void calls.queues.push({ name, durable: o.durable, auto_delete: o.autoDelete, exclusive: o.exclusive, arguments: o.arguments }),
     bindQueue: async (queue, source, pattern, args) => void calls.bindings.push({ source, destination: queue, routing_key: pattern, arguments: args }),
+    checkExchange: async () => undefined,
+    checkQueue: async () => undefined,
   };
   return { ch, calls };
 }
@@ -83,7 +85,7 @@ describe('topology', () => {
   it('binds each service to the message types of DESIGN §2, and routes every message type somewhere', () => {
     const t = loadTopology();
     expect(boundTypes(t, 'turn-worker').sort()).toEqual(
-      ['budget.topped_up', 'effect.outcome', 'gate.decided', 'plan.submitted', 'question.answered', 'question.raised', 'task.cancel', 'task.finished', 'task.resume', 'task.runnable'].sort(),
+      ['budget.topped_up', 'effect.outcome', 'gate.decided', 'plan.submitted', 'question.answered', 'question.raised', 'task.cancel', 'task.dead_end', 'task.finished', 'task.resume', 'task.runnable'].sort(),
     );
     expect(boundTypes(t, 'gate')).toEqual(['gate.requested']);
     expect(boundTypes(t, 'execution-coordinator')).toEqual(['gate.decided']);

@@ -49,6 +49,12 @@ export type DecodeResult =
       readonly type?: string;
       readonly version?: number;
       readonly caseId?: string;
+      readonly payloadHash?: string;
+      /**
+       * `payload.taskId` when it is a well-formed id: the task a message of an unknown type or
+       * version is for (the receiver looks it up in the case; nothing else of the payload is read).
+       */
+      readonly targetTaskId?: string;
     };
 
 type DecodeFailure = Extract<DecodeResult, { ok: false }>;
@@ -160,12 +166,19 @@ export function encodeEnvelope(envelope: EnvelopeLike): Buffer {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TYPE_NAME = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/;
+const PAYLOAD_HASH = /^sha256:[0-9a-f]{64}$/;
 
 /** Ids worth recording in a dead-letter row: only values that are well-formed, never raw input. */
-function salvageIds(value: unknown): Pick<DecodeFailure, 'messageId' | 'type' | 'version' | 'caseId'> {
+function salvageIds(value: unknown): Pick<DecodeFailure, 'messageId' | 'type' | 'version' | 'caseId' | 'payloadHash' | 'targetTaskId'> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
   const v = value as Record<string, unknown>;
-  const out: { messageId?: string; type?: string; version?: number; caseId?: string } = {};
+  const out: { messageId?: string; type?: string; version?: number; caseId?: string; payloadHash?: string; targetTaskId?: string } = {};
+  if (typeof v['payloadHash'] === 'string' && PAYLOAD_HASH.test(v['payloadHash'])) out.payloadHash = v['payloadHash'];
+  const payload = v['payload'];
+  if (typeof payload === 'object' && payload !== null && !Array.isArray(payload)) {
+    const taskId = (payload as Record<string, unknown>)['taskId'];
+    if (typeof taskId === 'string' && UUID.test(taskId)) out.targetTaskId = taskId;
+  }
   if (typeof v['id'] === 'string' && UUID.test(v['id'])) out.messageId = v['id'];
   if (typeof v['type'] === 'string' && v['type'].length <= 64 && TYPE_NAME.test(v['type'])) out.type = v['type'];
   if (typeof v['version'] === 'number' && Number.isSafeInteger(v['version'])) out.version = v['version'];
@@ -248,7 +261,8 @@ export type TrustStamper = 'task' | 'service';
  *   with the target's receipt (`effect.outcome` with `receipt`);
  * - `platform`: only messages the runtime makes itself — nudges (`task.runnable`), gate
  *   decisions, operator controls and answers entered through the intake (authenticated
- *   principals, not model output), an outcome without a receipt.
+ *   principals, not model output), an outcome without a receipt, a DeadEnd (`task.dead_end`,
+ *   written by the runtime about a message it could not understand).
  * The payload is read only for the fields named above; an unknown shape is never `platform`
  * when it could carry content: a task-stamped message of a kind not listed is `agent`.
  */
@@ -260,6 +274,7 @@ export function trustLabelFor(type: MessageType, payload: unknown, stamper: Trus
     case 'task.cancel':
     case 'task.resume':
     case 'budget.topped_up':
+    case 'task.dead_end':
       return 'platform';
     case 'plan.submitted':
     case 'question.raised':

@@ -42,7 +42,7 @@ describe('buildEnvelope → encodeEnvelope → decodeMessage', () => {
   it('has a valid sample for every registered message type', () => {
     expect(Object.keys(SAMPLE_PAYLOADS).sort()).toEqual([...MESSAGE_TYPE_NAMES]);
     expect(MESSAGE_TYPE_NAMES).toEqual(
-      ['budget.topped_up', 'effect.outcome', 'gate.decided', 'gate.requested', 'plan.submitted', 'question.answered', 'question.raised', 'task.cancel', 'task.finished', 'task.resume', 'task.runnable'],
+      ['budget.topped_up', 'effect.outcome', 'gate.decided', 'gate.requested', 'plan.submitted', 'question.answered', 'question.raised', 'task.cancel', 'task.dead_end', 'task.finished', 'task.resume', 'task.runnable'],
     );
   });
 

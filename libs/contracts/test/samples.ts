@@ -71,4 +71,5 @@ export const SAMPLE_PAYLOADS: { [T in MessageType]: PayloadOf<T> } = {
   },
   'task.resume': { taskId: CHILD_TASK, reason: 'soft stop lifted', requestedBy: 'olga' },
   'budget.topped_up': { taskId: CHILD_TASK, budget: { maxTurns: 5, maxActiveMinutes: 30 }, toppedUpBy: 'olga', reason: 'more pages to read' },
+  'task.dead_end': { taskId: CHILD_TASK, parentTaskId: ROOT_TASK, reason: 'unknown_version', messageId: '0190a000-0000-7000-8000-0000000000ff', messageType: 'task.runnable', messageVersion: 2 },
 };

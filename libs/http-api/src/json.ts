@@ -4,6 +4,7 @@
  * is `{"error": code, "message", "field"?}`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { describeBadText, findBadText } from './text.js';
 
 /** A refusal of the request itself; `field` names the offending field when there is one. */
 export class RequestError extends Error {
@@ -30,7 +31,10 @@ export async function readRawBody(req: IncomingMessage, maxBytes: number): Promi
   return Buffer.concat(chunks);
 }
 
-/** An `application/json` body that is a JSON object: 415, 413 or 400 (field `body`) otherwise. */
+/**
+ * An `application/json` body that is a JSON object: 415, 413 or 400 (field `body`) otherwise;
+ * 400 `invalid_text` naming the field when any string in it holds a NUL or a lone surrogate.
+ */
 export async function readJsonObject(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
   const type = req.headers['content-type'] ?? '';
   if (!/^application\/json\b/i.test(type)) throw new RequestError(415, 'unsupported_media_type', 'the body must be application/json');
@@ -42,6 +46,9 @@ export async function readJsonObject(req: IncomingMessage, maxBytes: number): Pr
     throw new RequestError(400, 'invalid_json', 'the body is not valid JSON', 'body');
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new RequestError(400, 'invalid_body', 'the body must be a JSON object', 'body');
+  // Every accepted string field, at any depth: text Postgres cannot store is refused here.
+  const bad = findBadText(parsed);
+  if (bad) throw new RequestError(400, 'invalid_text', describeBadText(bad), bad.field);
   return parsed as Record<string, unknown>;
 }
 

@@ -6,6 +6,7 @@
  * lost the same server does not come back in a tight loop (full jitter can draw ~0 ms), and the
  * random upper half spreads their reconnects so they do not arrive at the server in one burst.
  */
+import { jitteredBackoffMs } from '@everdict/contracts';
 
 export interface BackoffPolicy {
   /** First delay ceiling in ms. Default 1000. */
@@ -34,8 +35,6 @@ export function backoffCeiling(attempt: number, policy: BackoffPolicy = DEFAULT_
 
 /** The delay (whole ms) before reconnect attempt `attempt`. */
 export function backoffDelay(attempt: number, random: RandomSource, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
-  const ceiling = backoffCeiling(attempt, policy);
-  const r = random();
-  if (!(r >= 0 && r < 1)) throw new RangeError(`random source must return a number in [0, 1), got ${r}`);
-  return Math.round(ceiling / 2 + r * (ceiling / 2));
+  // The fleet's one jitter rule (contracts): a draw from [ceiling/2, ceiling].
+  return jitteredBackoffMs(backoffCeiling(attempt, policy), { random });
 }

@@ -19,12 +19,15 @@ interface ModelErrorInfo {
   readonly adapter: string;
   /** The provider's own error message, truncated; for operators, never for logs. */
   readonly providerMessage?: string;
+  /** The provider's `Retry-After` (429/503), in ms: the floor of any retry or park backoff. */
+  readonly retryAfterMs?: number;
 }
 
 export class ModelError extends EverdictError {
   readonly kind: ModelErrorKind;
   readonly reason: string;
   readonly status: number | undefined;
+  readonly retryAfterMs: number | undefined;
 
   constructor(info: ModelErrorInfo, cause?: unknown) {
     super(`model_${info.kind}`, `${info.adapter} model call failed: ${info.kind} (${info.reason})`, {
@@ -35,6 +38,7 @@ export class ModelError extends EverdictError {
     this.kind = info.kind;
     this.reason = info.reason;
     this.status = info.status;
+    this.retryAfterMs = info.retryAfterMs;
   }
 }
 
@@ -75,11 +79,14 @@ function providerErrorFields(body: string): { code?: string; type?: string; mess
   }
 }
 
-/** Classifies a non-2xx HTTP answer. */
-export function classifyHttpFailure(adapter: string, status: number, body: string): ModelError {
+/**
+ * Classifies a non-2xx HTTP answer. `retryAfterMs` (the parsed `Retry-After`) is kept on the
+ * retryable answers that define it, 429 and 503.
+ */
+export function classifyHttpFailure(adapter: string, status: number, body: string, retryAfterMs?: number): ModelError {
   const fields = providerErrorFields(body);
   const providerMessage = fields.message?.slice(0, 500);
-  const base = { adapter, status, providerMessage };
+  const base = { adapter, status, providerMessage, ...((status === 429 || status === 503) && retryAfterMs !== undefined ? { retryAfterMs } : {}) };
   if (status === 413 || ((status === 400 || status === 422) && looksLikeContextTooLong(fields.code, fields.message))) {
     return new ModelError({ ...base, kind: 'context_too_long', reason: `http_${status}` });
   }

@@ -2,7 +2,7 @@
  * The one HTTP exchange an adapter makes: POST JSON, read the whole body, classify failures.
  * No retries here (the runtime decides); a timeout aborts both the request and the body read.
  */
-import { EverdictError } from '@everdict/contracts';
+import { EverdictError, parseRetryAfterMs } from '@everdict/contracts';
 import { classifyHttpFailure, classifyTransportFailure } from './errors.js';
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>;
@@ -25,15 +25,18 @@ export async function postJson(x: HttpExchange): Promise<string> {
   const doFetch = x.fetch ?? fetch;
   let status: number;
   let text: string;
+  let retryAfter: string | null;
   try {
     const res = await doFetch(x.url, { method: 'POST', headers: { 'content-type': 'application/json', ...x.headers }, body: x.body, signal });
     status = res.status;
+    retryAfter = res.headers.get('retry-after');
     text = await res.text();
   } catch (err) {
     if (x.signal?.aborted) throw new EverdictError('model_call_aborted', `${x.adapter} model call aborted by caller`, { cause: err });
     throw classifyTransportFailure(x.adapter, err, timeout.aborted);
   }
-  if (status < 200 || status > 299) throw classifyHttpFailure(x.adapter, status, text);
+  // An HTTP-date Retry-After is measured against this host's wall clock, as the header means.
+  if (status < 200 || status > 299) throw classifyHttpFailure(x.adapter, status, text, parseRetryAfterMs(retryAfter, new Date().getTime()));
   return text;
 }
 

@@ -7,7 +7,7 @@
  * Script file (JSON): { "steps": [ step, ... ] } where a step is one of
  *   { "text"?: string|null, "toolCalls"?: [{ "name", "arguments"?: object, "argumentsText"?: string, "callId"?: string }],
  *     "usage"?: { "inputTokens": n, "outputTokens": n },       usage absent → unknown (null), never 0
- *     "failFirst"?: { "kind": ModelErrorKind, "times": n, "status"?: n } }
+ *     "failFirst"?: { "kind": ModelErrorKind, "times": n, "status"?: n, "retryAfterMs"?: n } }
  *        the first `times` attempts at this step (per client instance) fail with that error, then it answers
  *   { "error": { "kind": ModelErrorKind, "status"?: n, "reason"?: string } }   every attempt fails
  */
@@ -28,6 +28,8 @@ export interface ScriptedFailure {
   readonly kind: ModelErrorKind;
   readonly status?: number;
   readonly reason?: string;
+  /** As a provider's `Retry-After` would say, in ms. */
+  readonly retryAfterMs?: number;
 }
 
 export type ScriptStep =
@@ -96,7 +98,7 @@ export async function loadModelScript(path: string): Promise<ModelScript> {
 }
 
 function scriptedFailure(e: ScriptedFailure): ModelError {
-  return new ModelError({ adapter: ADAPTER, kind: e.kind, reason: e.reason ?? 'scripted', status: e.status });
+  return new ModelError({ adapter: ADAPTER, kind: e.kind, reason: e.reason ?? 'scripted', status: e.status, ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}) });
 }
 
 interface ScriptedClientOptions {

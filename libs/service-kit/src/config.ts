@@ -19,7 +19,7 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 export interface EnvConfig {
   /** DATABASE_URL: postgres:// or postgresql://; absent → embedded Postgres. */
   databaseUrl?: string;
-  /** AMQP_URL: amqp:// or amqps://; absent → in-process transport. */
+  /** AMQP_URL: amqp:// or amqps://, or a comma-separated list of one cluster's nodes; absent → in-process transport. */
   amqpUrl?: string;
   /** EVERDICT_CONFIG: path of the fleet config file. */
   configPath?: string;
@@ -146,6 +146,26 @@ export function urlParser(schemes: readonly string[]): EnvParser<string> {
   };
 }
 
+/**
+ * A comma-separated list of URLs (the nodes of one cluster), each as `urlParser(schemes)`
+ * requires; the raw value is returned unchanged. A problem names the entry by position only.
+ */
+export function urlListParser(schemes: readonly string[]): EnvParser<string> {
+  const one = urlParser(schemes);
+  return (raw) => {
+    const parts = raw.split(',').map((p) => p.trim());
+    if (parts.length === 1) return one(raw);
+    parts.forEach((p, i) => {
+      try {
+        one(p);
+      } catch (err) {
+        throw new Error(`entry ${i + 1} of the comma-separated list: ${(err as Error).message}`, { cause: err });
+      }
+    });
+    return raw;
+  };
+}
+
 export const parseString: EnvParser<string> = (raw) => raw;
 
 // ---- reading -------------------------------------------------------------------------------
@@ -177,7 +197,7 @@ export function readEnv<S extends EnvSpec>(spec: S, env: Env = process.env): Env
 
 export const BASE_ENV = {
   databaseUrl: envVar('DATABASE_URL', urlParser(['postgres:', 'postgresql:'])),
-  amqpUrl: envVar('AMQP_URL', urlParser(['amqp:', 'amqps:'])),
+  amqpUrl: envVar('AMQP_URL', urlListParser(['amqp:', 'amqps:'])),
   configPath: envVar('EVERDICT_CONFIG', parseString),
   port: envVar('PORT', parsePort, { default: 8080 }),
   logLevel: envVar<LogLevel>('LOG_LEVEL', parseLogLevel, { default: 'info' }),

@@ -8,9 +8,15 @@
  * Anything else is offered to the mounted route handlers in order (a service's JSON API shares
  * the port, see `RouteHandler`); what none of them takes is 404 (405 for a known health path
  * with a method other than GET/HEAD). The health paths always win over mounted routes.
+ *
+ * Availability: until the service has started (its routes are mounted during start) and once
+ * shutdown began, every non-health path is answered 503 `not_ready` with `Retry-After`, never a
+ * 404 for a route that is about to exist. A route that throws a retryable error (a database or
+ * broker outage) is answered 503 `unavailable` with `Retry-After`; anything else thrown is 500.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { isEverdictError } from '@everdict/contracts';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { ReadinessChecks } from './readiness.js';
@@ -50,9 +56,14 @@ const CLOSE_GRACE_MS = 500;
 export async function startHttpServer(opts: HttpServerOptions): Promise<HttpServerHandle> {
   const server = createServer((req, res) => {
     handle(req, res, opts).catch((err: unknown) => {
-      opts.logger?.error({ err, path: pathOf(req) }, 'http handler failed');
-      if (!res.headersSent) send(res, 500, 'application/json', JSON.stringify({ error: 'internal' }));
-      else res.destroy();
+      const retryable = isEverdictError(err) && err.retryable;
+      if (retryable) opts.logger?.warn({ code: err.code, path: pathOf(req) }, 'dependency unavailable; answered 503');
+      else opts.logger?.error({ err, path: pathOf(req) }, 'http handler failed');
+      if (res.headersSent) res.destroy();
+      else if (retryable) unavailable(res, 'unavailable', 'a dependency is unavailable; retry later');
+      // The store's guard for text no edge refused first (see @everdict/http-api findBadText).
+      else if (isEverdictError(err, 'invalid_text')) send(res, 400, 'application/json', JSON.stringify({ error: 'invalid_text', message: err.message }));
+      else send(res, 500, 'application/json', JSON.stringify({ error: 'internal' }));
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -85,6 +96,7 @@ const ROUTES = new Set(['/metrics', '/livez', '/readyz']);
 async function handle(req: IncomingMessage, res: ServerResponse, opts: HttpServerOptions): Promise<void> {
   const path = pathOf(req);
   if (!ROUTES.has(path)) {
+    if (!opts.readiness.isServing) return unavailable(res, 'not_ready', 'the service is not ready; retry later');
     for (const route of opts.routes ?? []) {
       if (await route(req, res)) return;
     }
@@ -117,6 +129,14 @@ function pathOf(req: IncomingMessage): string {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   return q === -1 ? url : url.slice(0, q);
+}
+
+/** Seconds a client is told to wait before retrying a 503. */
+export const RETRY_AFTER_SECONDS = 1;
+
+function unavailable(res: ServerResponse, error: string, message: string): void {
+  res.setHeader('retry-after', String(RETRY_AFTER_SECONDS));
+  send(res, 503, 'application/json', JSON.stringify({ error, message }));
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {

@@ -14,5 +14,8 @@ export * from './shutdown.js';
 export * from './http.js';
 export * from './service.js';
 export { redactUrlCredentials, scrubSecrets } from './secrets.js';
+export { SECRET_VARIABLES, resolveSecretFiles, secretFromEnv } from './secretFiles.js';
+export { PG_SSL_MODES, amqpTlsOptions, pgUrlWithTls } from './tls.js';
+export type { AmqpTlsOptions } from './tls.js';
 export * from './fleetConfig.js';
 export * as crash from './crashpoints.js';

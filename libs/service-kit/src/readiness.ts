@@ -68,6 +68,11 @@ export class ReadinessChecks {
     this.shuttingDown = true;
   }
 
+  /** Started and not draining: the process may serve its mounted routes. */
+  get isServing(): boolean {
+    return this.started && !this.shuttingDown;
+  }
+
   get isShuttingDown(): boolean {
     return this.shuttingDown;
   }

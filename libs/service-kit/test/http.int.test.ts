@@ -1,6 +1,7 @@
 /** startHttpServer on its own, in-process and without signals: the endpoint contract. */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ReadinessChecks, createMetrics, startHttpServer, type HttpServerHandle } from '../src/index.js';
+import { EverdictError } from '@everdict/contracts';
+import { ReadinessChecks, createMetrics, startHttpServer, type HttpServerHandle, type RouteHandler } from '../src/index.js';
 
 let handle: HttpServerHandle | undefined;
 afterEach(async () => {
@@ -44,7 +45,7 @@ describe('startHttpServer', () => {
   });
 
   it('metrics, livez, HEAD, 404 and 405', async () => {
-    const { base, metrics } = await serve();
+    const { base, metrics, readiness } = await serve();
     metrics.bus.confirmed.inc(4);
     const m = await fetch(`${base}/metrics?x=1`);
     expect(m.status).toBe(200);
@@ -55,10 +56,40 @@ describe('startHttpServer', () => {
     expect([live.status, await live.text()]).toEqual([200, 'ok\n']);
     const head = await fetch(`${base}/livez`, { method: 'HEAD' });
     expect([head.status, await head.text()]).toEqual([200, '']);
+    readiness.markStarted();
     expect((await fetch(`${base}/`)).status).toBe(404);
     const post = await fetch(`${base}/readyz`, { method: 'POST' });
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('mounted routes: 503 + Retry-After before start and while draining, retryable throw → 503, other throw → 500', async () => {
+    const metrics = createMetrics({ service: 'http-test' });
+    const readiness = new ReadinessChecks({ timeoutMs: 200 });
+    const routes: RouteHandler[] = [];
+    handle = await startHttpServer({ port: 0, host: '127.0.0.1', registry: metrics.registry, readiness, routes });
+    const base = `http://127.0.0.1:${handle.port}`;
+    // Before start the route is not mounted yet: still 503, never 404.
+    let res = await fetch(`${base}/v1/thing`);
+    expect([res.status, res.headers.get('retry-after')]).toEqual([503, '1']);
+    expect(await res.json()).toMatchObject({ error: 'not_ready' });
+    routes.push(async (req, r) => {
+      if (req.url === '/v1/down') throw new EverdictError('database_unavailable', 'database unavailable', { retryable: true });
+      if (req.url === '/v1/bug') throw new Error('a bug');
+      if (req.url === '/v1/text') throw new EverdictError('invalid_text', 'text contains a NUL character');
+      r.end('ok');
+      return true;
+    });
+    readiness.markStarted();
+    expect((await fetch(`${base}/v1/thing`)).status).toBe(200);
+    res = await fetch(`${base}/v1/down`);
+    expect([res.status, res.headers.get('retry-after')]).toEqual([503, '1']);
+    expect(await res.json()).toMatchObject({ error: 'unavailable' });
+    expect((await fetch(`${base}/v1/bug`)).status).toBe(500);
+    expect((await fetch(`${base}/v1/text`)).status).toBe(400);
+    readiness.markShuttingDown();
+    res = await fetch(`${base}/v1/thing`);
+    expect([res.status, res.headers.get('retry-after')]).toEqual([503, '1']);
   });
 
   it('close() stops accepting connections and is idempotent', async () => {

@@ -38,6 +38,17 @@ export class DatabaseUnavailable extends EverdictError {
   }
 }
 
+/**
+ * Text Postgres cannot store: a NUL character (text and jsonb reject \u0000) or a lone UTF-16
+ * surrogate in jsonb. The edges refuse such input naming the field (see @everdict/http-api
+ * `findBadText`); this is the store-side guard for any path that did not, never a 500.
+ */
+export class InvalidText extends EverdictError {
+  constructor(cause: unknown) {
+    super('invalid_text', 'text contains a NUL character or a lone UTF-16 surrogate', { cause });
+  }
+}
+
 export class PaperMissing extends EverdictError {
   constructor(paperId: string) {
     super('paper_missing', `paper ${paperId} has no stored bytes`, { details: { paperId } });
@@ -65,15 +76,21 @@ interface PgLikeError {
 export function translateDbError(err: unknown): unknown {
   if (err instanceof EverdictError) return err;
   const e = err as PgLikeError;
-  const code = typeof e?.code === 'string' ? e.code : undefined;
+  // A SQLSTATE is five characters; node's own errors carry codes like ECONNREFUSED instead.
+  const code = typeof e?.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
   if (code === undefined) {
-    const m = err instanceof Error ? err.message : '';
-    if (/ECONNREFUSED|ECONNRESET|Connection terminated|connect ETIMEDOUT/i.test(m)) return new DatabaseUnavailable(err);
+    const m = `${typeof e?.code === 'string' ? e.code : ''} ${err instanceof Error ? err.message : ''}`;
+    // Driver-side failures of a connection (no SQLSTATE): refused, reset, terminated, or a client
+    // whose connection already failed being asked again.
+    if (/ECONNREFUSED|ECONNRESET|EPIPE|EHOSTUNREACH|EAI_AGAIN|Connection terminated|connect ETIMEDOUT|not queryable|timeout exceeded when trying to connect/i.test(m)) return new DatabaseUnavailable(err);
     return err;
   }
   if (code === '23505') return new DuplicateKey(e.constraint, err);
   if (code === '23514' || code === '23503' || code === '23502') return new ConstraintViolation(e.constraint, err);
   if (code === '40001' || code === '40P01') return new TransactionConflict(err);
+  if (code === '22021' || code === '22P05') return new InvalidText(err);
+  // jsonb's answer to a lone surrogate escape (22P02 also means other bad input: only this one).
+  if (code === '22P02' && err instanceof Error && /type json/.test(err.message)) return new InvalidText(err);
   if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return new DatabaseUnavailable(err);
   return err;
 }

@@ -15,6 +15,7 @@
  * Batching is natural: while `concurrency` statements are in flight, new writes queue; each
  * statement takes everything queued (up to `maxBatch`). An idle committer writes at once.
  */
+import { isEverdictError } from '@everdict/contracts';
 import { StaleFence } from './errors.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
 import type { TurnWrite, TurnWritten } from './journal.js';
@@ -119,8 +120,9 @@ export class JournalCommitter {
       }
     } catch (err) {
       // The statement as a whole failed (a deadlock with a cancel, a constraint): nothing of it
-      // was written. Each write is redone alone, so one bad part cannot sink the others.
-      if (batch.length === 1) batch[0]!.reject(err);
+      // was written. Each write is redone alone, so one bad part cannot sink the others — but a
+      // database that is down fails every part alike: each gets the retryable error at once.
+      if (batch.length === 1 || isEverdictError(err, 'database_unavailable')) for (const p of batch) p.reject(err);
       else for (const p of batch) writeTurnAlone(this.store, p.token, p.caseId, p.w, p.head).then(p.resolve, p.reject);
     } finally {
       this.inFlight--;

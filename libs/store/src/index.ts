@@ -20,6 +20,10 @@ export * from './effects.js';
 export * from './proposals.js';
 // Consent gates for egress reads (K3).
 export * from './consents.js';
+// Persisted-assignment reads a receiver checks a message against (§4).
+export * from './assignments.js';
 export * from './groupCommit.js';
 // Intake: case views, question answers, mailbox cursors, fleet counts.
 export * from './intake.js';
+// The fleet-wide stop (§7).
+export * from './fleetStop.js';

@@ -4,8 +4,9 @@
  * rescued by its poll timer.
  */
 import pg from 'pg';
+import { jitteredBackoffMs } from '@everdict/contracts';
 import type { Db, QueryResult, Queryable, Sql } from './db.js';
-import { translateDbError } from './errors.js';
+import { DatabaseUnavailable, translateDbError } from './errors.js';
 
 // Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
@@ -55,6 +56,16 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       } catch (err) {
         throw translateDbError(err);
       }
+      // While checked out a pg client has no pool listener: a connection that dies (a Postgres
+      // restart, `terminating connection due to administrator command`) emits 'error', which
+      // unhandled would crash the process. It is caught here and the unit of work fails with
+      // the retryable DatabaseUnavailable — at the statement in flight, the next one, or COMMIT.
+      let lost: unknown;
+      const onLost = (err: unknown) => {
+        lost ??= err;
+      };
+      client.on('error', onLost);
+      const gone = () => (lost === undefined ? undefined : new DatabaseUnavailable(lost));
       let broken = false;
       // BEGIN travels with the first statement when that statement is parameterless (one
       // simple-protocol round trip instead of two): on the inbox path it is the dedup insert.
@@ -62,6 +73,8 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       const inner = asQueryable(client);
       const tx: Queryable = {
         async query<R>(q: Sql): Promise<QueryResult<R>> {
+          const down = gone();
+          if (down) throw down;
           if (begun) return inner.query<R>(q);
           begun = true;
           if ((q.values?.length ?? 0) === 0 && q.name === undefined) {
@@ -79,6 +92,8 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       };
       try {
         const result = await fn(tx);
+        const down = gone();
+        if (down) throw down;
         if (begun) {
           // A COMMIT after a failed statement that the callback swallowed is answered with
           // ROLLBACK: report it, never a silent success.
@@ -89,16 +104,22 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
         }
         return result;
       } catch (err) {
-        if (begun) {
+        if (begun && lost === undefined) {
           try {
             await client.query('ROLLBACK');
           } catch {
             broken = true; // connection is gone; do not return it to the pool
           }
         }
+        if (lost !== undefined) {
+          broken = true;
+          // The statement in flight failed with the driver's own wording; report the cause.
+          throw err instanceof DatabaseUnavailable ? err : new DatabaseUnavailable(lost);
+        }
         throw translateDbError(err);
       } finally {
-        client.release(broken);
+        client.removeListener('error', onLost);
+        client.release(broken || lost !== undefined);
       }
     },
 
@@ -116,7 +137,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
         const retry = () => {
           listeners.delete(c);
           if (!active || closed) return;
-          setTimeout(() => void connect().catch(() => {}), delay).unref();
+          setTimeout(() => void connect().catch(() => {}), jitteredBackoffMs(delay)).unref();
           delay = Math.min(delay * 2, 5_000);
         };
         c.on('error', () => {});

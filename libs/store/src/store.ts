@@ -78,8 +78,9 @@ export class Store {
 
   // --- outbox relay ---------------------------------------------------------------------
 
-  claimOutbox(relay: string, limit: number, leaseMs: number): Promise<OutboxRow[]> {
-    return this.db.query<OutboxRow>(claimOutbox(relay, limit, leaseMs)).then((r) => r.rows);
+  /** With `producers`, only rows whose envelope's sender.service is one of them (what this relay may publish as). */
+  claimOutbox(relay: string, limit: number, leaseMs: number, producers?: readonly string[]): Promise<OutboxRow[]> {
+    return this.db.query<OutboxRow>(claimOutbox(relay, limit, leaseMs, producers)).then((r) => r.rows);
   }
 
   async markPublished(seqs: readonly number[]): Promise<void> {

@@ -90,7 +90,10 @@ describe('ledger', () => {
   it.each(tamper)('verifyLedger detects %s', async (_label, reason, statement) => {
     const caseId = await chain(8);
     expect((await t.store.verifyLedger(caseId)).ok).toBe(true);
+    // The ledger refuses changes (migration 0006); an attacker who owns the database as superuser
+    // switches its triggers off, and verification must still catch the edit.
     await t.store.db.transaction(async (tx) => {
+      await tx.query({ text: 'SET LOCAL session_replication_role = replica' });
       await tx.query({ text: statement(caseId) });
     });
     const verdict = await t.store.verifyLedger(caseId);

@@ -108,7 +108,11 @@ describe('embedded Postgres (PGlite) behind the Db port', () => {
     expect((await store.readLedger(legacy)).map((r) => r.seq)).toEqual([1, 2, 3, 4, 5]);
     expect((await store.verifyLedger(legacy)).ok).toBe(true);
 
-    await db.query({ text: `UPDATE ledger SET body = '{"i": 99}' WHERE case_id = $1 AND seq = 5`, values: [caseId] });
+    // The append-only triggers (migration 0006) are switched off as a superuser attacker would.
+    await db.transaction(async (tx) => {
+      await tx.query({ text: 'SET LOCAL session_replication_role = replica' });
+      await tx.query({ text: `UPDATE ledger SET body = '{"i": 99}' WHERE case_id = $1 AND seq = 5`, values: [caseId] });
+    });
     expect((await store.verifyLedger(caseId)).problem?.reason).toBe('hash_mismatch');
   });
 

@@ -110,3 +110,6 @@ export * from './tools.js';
 export * from './readiness.js';
 export * from './ports.js';
 export * from './mcpHttpServer.js';
+export * from './rabbitCluster.js';
+export * from './pgCluster.js';
+export * from './brokerUsers.js';

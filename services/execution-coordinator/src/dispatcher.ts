@@ -2,12 +2,16 @@
  * The dispatch loop: the §5 sequence for each approved grant, in short units of work around the
  * connector calls — no transaction is ever open while a connector is called.
  *
+ *   0. a fleet hard stop (§7) in force: the dispatch stays pending, held — nothing is read or
+ *      sent; it is taken again every `fleetStopRecheckMs` and as soon as the stop is lifted
  *   1. reload authority (grant, gate, decisions, pinned packet + digest, task, case hard stop)
  *   2. mutation-key lookup: applied before → the recorded receipt; in doubt → reconcile; never a
  *      second operation for the same change
  *   3. connector preflight: admission (target identity, registered operation, parameters) and
  *      the precondition reads — a refusal here is before any contact with the target
- *   4. ONE unit of work: authority again with the grant row locked, the journal intent, the grant
+ *   4. ONE unit of work: the fleet hard stop again (its row held FOR SHARE, so a stop that
+ *      commits first is seen, and one that commits later waits for this reservation), authority
+ *      again with the grant row locked, the journal intent, the grant
  *      reserved for exactly that call, the impact keys claimed in sorted order (a key held by
  *      another call parks this dispatch as a coordination decision instead)
  *   5. execute (crash point before_execute)
@@ -20,13 +24,14 @@
  * connector what landed; only a conclusive "not applied" from a connector that can prove it
  * lets a new attempt (new idempotency key, same grant and call) start here.
  */
-import { EverdictError, isEverdictError, newId, packetMutationKey } from '@everdict/contracts';
+import { EverdictError, isEverdictError, jitteredBackoffMs, newId, packetMutationKey } from '@everdict/contracts';
 import type { Clock, EffectPacket } from '@everdict/contracts';
 import { ConnectorRefused, ConnectorUnavailable, checkAssertions } from '@everdict/connectors';
 import type { CheckOutcome, Connector, ConnectorSet, PreflightResult } from '@everdict/connectors';
 import {
   DISPATCH_CHANNEL,
   DuplicateKey,
+  FLEET_STOP_HELD_KEY,
   RECONCILE_CHANNEL,
   claimDueDispatches,
   claimImpactKeys,
@@ -34,9 +39,11 @@ import {
   effectIdempotencyKey,
   enqueuePlatformMessage,
   insertEffectIntent,
+  fleetStopInForce,
   journalRefusal,
   loadCaseStop,
   loadDecisions,
+  loadFleetStops,
   loadDispatchOfCall,
   loadEffectCall,
   loadGate,
@@ -61,6 +68,9 @@ import { checkAuthority } from './authority.js';
 import type { CrashPoints } from './crashpoints.js';
 
 export const COORDINATOR_SERVICE = 'execution-coordinator';
+
+/** The dispatch detail key a fleet hard stop's hold sets (cleared by the resume). */
+const FLEET_STOP_HELD = FLEET_STOP_HELD_KEY;
 
 export interface Backoff {
   readonly initialMs: number;
@@ -94,6 +104,8 @@ interface DispatcherOptions {
   readonly concurrency?: number;
   /** Backoff of a preflight that could not read the target (default 1 s doubling to 60 s). */
   readonly preflightBackoff?: Backoff;
+  /** How often a dispatch held by a fleet hard stop is looked at again (default 2000 ms). */
+  readonly fleetStopRecheckMs?: number;
   /** Called with every settled or refused dispatch (metrics, tests). */
   readonly onFinished?: (outcome: 'settled' | 'refused' | 'duplicate' | 'coordination' | 'unknown') => void;
 }
@@ -110,6 +122,7 @@ type Reservation =
   | { kind: 'refused'; refusal: DispatchRefusal }
   | { kind: 'coordination'; key: string; holder: { case_id: string; call_id: string | null } | undefined }
   | { kind: 'duplicate' }
+  | { kind: 'fleet_stopped'; reason: string }
   | { kind: 'lost' };
 
 interface Loaded {
@@ -227,6 +240,9 @@ export class Dispatcher {
   // ------------------------------------------------------------------------- the sequence
 
   private async dispatch(row: DispatchRow, depth: number): Promise<void> {
+    // A hint without a lock: the reservation below checks again under the stop row's lock.
+    const hard = (await loadFleetStops(this.o.store.db)).find((s) => s.kind === 'hard');
+    if (hard?.active) return this.holdForFleetStop(row, hard.reason ?? '');
     const first = await this.load(this.o.store.db, row);
     const refusal = checkAuthority(first.facts);
     if (refusal || !first.packet || !first.gate) return this.refuse(row, first, refusal ?? { reason: 'packet_unusable', detail: 'no packet' }, []);
@@ -274,6 +290,8 @@ export class Dispatcher {
         throw new EverdictError('dispatch_race', `dispatch ${row.grant_id} kept racing on its mutation key`);
       case 'coordination':
         return this.park(row, packet, reservation.key, reservation.holder, preflightEvidence);
+      case 'fleet_stopped':
+        return this.holdForFleetStop(row, reservation.reason);
       case 'lost':
         this.o.logger.warn({ grantId: row.grant_id }, 'dispatch claim lost before reservation; leaving it');
         return;
@@ -347,6 +365,8 @@ export class Dispatcher {
     for (let tries = 0; ; tries++) {
       try {
         return await this.o.store.unitOfWork(async (uow) => {
+          const stop = await fleetStopInForce(uow, 'hard');
+          if (stop) throw new Abort<Reservation>({ kind: 'fleet_stopped', reason: stop.reason });
           const fresh = await this.load(uow, row, true);
           const refusal = checkAuthority(fresh.facts);
           const requestHash = fresh.packetHash;
@@ -559,10 +579,28 @@ export class Dispatcher {
     this.o.onFinished?.('coordination');
   }
 
+  /**
+   * A fleet hard stop is in force: nothing is sent, nothing refused — the dispatch stays pending
+   * (marked held, which the resume clears to make it due at once) and is looked at again later.
+   * The case's ledger records the hold once per dispatch, not once per look.
+   */
+  private async holdForFleetStop(row: DispatchRow, reason: string): Promise<void> {
+    const first = row.detail[FLEET_STOP_HELD] === undefined;
+    await this.o.store.unitOfWork(async (uow) => {
+      const moved = await moveDispatchTo(uow, { grantId: row.grant_id, from: ['pending'], to: 'pending', owner: this.o.owner, delayMs: this.o.fleetStopRecheckMs ?? 2_000, detail: { [FLEET_STOP_HELD]: true } });
+      if (!moved) throw new Abort<void>(undefined);
+      if (first) await uow.appendLedger(row.case_id, { kind: 'effect_held', body: { grantId: row.grant_id, gateId: row.gate_id, why: 'fleet_hard_stop', reason } });
+    }).catch((e: unknown) => {
+      if (e instanceof Abort) return;
+      throw e;
+    });
+    if (first) this.o.logger.info({ grantId: row.grant_id, caseId: row.case_id }, 'dispatch held: a fleet hard stop is in force');
+  }
+
   /** The target could not be read: nothing was sent; try again after a backoff. */
   private async preflightUnavailable(row: DispatchRow, packet: EffectPacket, err: ConnectorUnavailable): Promise<void> {
     await this.o.store.unitOfWork(async (uow) => {
-      const moved = await moveDispatchTo(uow, { grantId: row.grant_id, from: ['pending'], to: 'pending', owner: this.o.owner, checks: 'increment', delayMs: backoffDelay(row.checks, this.preflightBackoff) });
+      const moved = await moveDispatchTo(uow, { grantId: row.grant_id, from: ['pending'], to: 'pending', owner: this.o.owner, checks: 'increment', delayMs: jitteredBackoffMs(backoffDelay(row.checks, this.preflightBackoff)) });
       if (!moved) throw new Abort<void>(undefined);
       await uow.appendLedger(row.case_id, { kind: 'effect_preflight', body: { grantId: row.grant_id, status: 'unavailable', operation: `${packet.operation.connector}/${packet.operation.name}`, detail: err.message } });
     }).catch((e: unknown) => {

@@ -17,7 +17,7 @@
 import type { ServerResponse } from 'node:http';
 import { GATE_STATES, VERDICTS, isEverdictError, isOneOf, isUuid } from '@everdict/contracts';
 import type { GateState } from '@everdict/contracts';
-import { RequestError, authenticateRequest, readJsonObject, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
+import { RequestError, authenticateRequest, readJsonObject, refuseBadQueryText, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import type { RouteHandler } from '@everdict/service-kit';
 import { consentOfGate, listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
@@ -45,6 +45,7 @@ export function gateApi(opts: GateApiOptions): RouteHandler {
     const principal = authenticateRequest(req, res, opts.principals());
     if (!principal) return true;
     try {
+      refuseBadQueryText(url.searchParams);
       const id = parts[2];
       if (id !== undefined && !isUuid(id)) return (sendError(res, 404, 'gate_not_found', 'no such gate'), true);
       if (parts.length === 2 && req.method === 'GET') return (await listGates(opts.store, principal, url, res), true);

@@ -2,16 +2,21 @@
  * `gate.requested` → a GATES row (seed 004 §5). Runs inside the delivery's unit of work, so the
  * inbox row, the gate, its ledger record and any refusal message commit together.
  *
+ * Who may ask (gateRequestRefusal, contracts): the task the request names, as its sender, for
+ * the packet paper it wrote for this gate, with no other gate of that packet open; anything else
+ * is refused (dead-lettered and counted) and opens nothing.
+ *
  * The gate trusts nothing the request claims about the packet: it reads the exact packet paper
  * revision, checks that its content hashes to the requested digest and belongs to the case, and
  * derives the decisions itself. A request that fails any of that is recorded as a rejected gate
  * and answered with `gate.decided` rejected and the reason — back to the agent as a refused
  * proposal; nothing is left open that a human could approve by mistake.
  */
-import { isEverdictError, packetMutationKey, verifyPacketDigest } from '@everdict/contracts';
+import { gateRequestRefusal, isEverdictError, packetMutationKey, verifyPacketDigest } from '@everdict/contracts';
 import type { Envelope, FleetConfig } from '@everdict/contracts';
+import { refusedBecause } from '@everdict/bus';
 import type { MessageHandler } from '@everdict/bus';
-import { enqueuePlatformMessage, loadGate, loadTaskForEffect, openGate, paperHeadRevision, readPacketPaper } from '@everdict/store';
+import { enqueuePlatformMessage, loadGate, loadTaskForEffect, openGate, openGateOfPacket, paperHeadRevision, paperIdentity, readPacketPaper } from '@everdict/store';
 import type { StoredPacket, UnitOfWork } from '@everdict/store';
 import type { DecisionDerivation } from './policy.js';
 import { deriveDecisions } from './policy.js';
@@ -30,12 +35,22 @@ type Request = Envelope<'gate.requested'>;
 export function gateRequestedHandler(opts: GateRequestOptions): MessageHandler<Request> {
   return async (e, uow) => {
     const p = e.payload;
-    const task = await loadTaskForEffect(uow, p.taskId);
-    // A request must come from the task it names, in the case it names (§4: sender checked
-    // against persisted assignments). Anything else is not ours to record.
-    if (!task || task.case_id !== e.caseId) return 'ignored';
-    if (e.sender.taskId !== null && e.sender.taskId !== p.taskId) return 'ignored';
     if (await loadGate(uow, p.gateId)) return 'ignored';
+    const task = await loadTaskForEffect(uow, p.taskId);
+    // A request must come from the task it names, in the case it names, for the packet paper
+    // that task wrote for this gate, and one packet has at most one open gate (§4: checked
+    // against persisted assignments). Anything else is refused before anything is recorded.
+    const refusal = gateRequestRefusal({
+      senderService: e.sender.service,
+      senderTaskId: e.sender.taskId,
+      taskId: p.taskId,
+      gateId: p.gateId,
+      taskCase: task?.case_id ?? null,
+      caseId: e.caseId,
+      paper: p.packetPaperId === undefined ? null : ((await paperIdentity(uow, p.packetPaperId)) ?? null),
+      otherOpenGate: (await openGateOfPacket(uow, e.caseId, p.packetDigest, p.gateId)) ?? null,
+    });
+    if (refusal !== null) return refusedBecause(refusal);
 
     const problems: string[] = [];
     let stored: (StoredPacket & { paperId: string; revision: number }) | undefined;

@@ -11,7 +11,8 @@
  *   POST /v1/cases/:id/top-up         {"budget": {…}, "taskId"?, "reason"?}  (role `operator`)
  *   POST /v1/questions/:id/answer     {"answer": "…", "chosenAlternative"?}
  *   POST /v1/intake/:source           a signed ticket webhook (raw bytes; intake-sources' handler)
- *   GET  /v1/fleet                    task and parked counts, outbox lag, queue depths (role `operator`)
+ *   GET  /v1/fleet                    task and parked counts, outbox lag, queue depths, fleet stops (role `operator`)
+ *   GET|POST /v1/fleet/stop, POST /v1/fleet/resume   the fleet-wide stop (role `operator`; fleetStop.ts)
  *
  * Authentication: `Authorization: Bearer <token>`, hashed and looked up in the fleet config's
  * principals (@everdict/http-api's PrincipalDirectory: one implementation for the whole surface).
@@ -20,12 +21,13 @@
  * its existence does not leak. Webhooks authenticate by their HMAC signature instead of a
  * bearer token; nothing is stored unless it verifies.
  * Errors are `{"error", "message", "field"?}`: 400 malformed (naming the field), 401, 403,
- * 404, 409, 413 (body limit), 415, 422 (well-formed but unusable, e.g. an unknown case type).
+ * 404, 409, 413 (body limit), 415, 422 (well-formed but unusable, e.g. an unknown case type),
+ * 503 `fleet_stopped` (a fleet soft stop admits no new case; Retry-After).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CANCEL_MODES, canonicalJson, isEverdictError, isOneOf, isUuid, sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import { RequestError, authenticateRequest, readJsonObject, readRawBody, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
+import { RequestError, authenticateRequest, integerParam, readJsonObject, refuseBadQueryText, readRawBody, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
@@ -34,6 +36,7 @@ import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetai
 import type { CaseRow, Store } from '@everdict/store';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
+import { fleetStopRoute, fleetStopsView, sendFleetStopped } from './fleetStop.js';
 import { resumeCase, topUpCase } from './operatorControls.js';
 import { caseView, ledgerView, listView } from './views.js';
 
@@ -74,6 +77,7 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'v1' || !['cases', 'questions', 'intake', 'fleet'].includes(parts[1] ?? '')) return false;
     try {
+      refuseBadQueryText(url.searchParams);
       if (parts[1] === 'intake') {
         if (parts.length !== 3) return (sendError(res, 404, 'not_found', 'no such route'), true);
         if (req.method !== 'POST') return (sendError(res, 405, 'method_not_allowed', `${req.method ?? ''} is not allowed here`), true);
@@ -86,6 +90,10 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
       return true;
     } catch (err) {
       if (err instanceof RequestError) return (sendRequestError(res, err), true);
+      if (isEverdictError(err, 'fleet_stopped')) {
+        opts.metrics.refused(parts[1] === 'intake' ? 'webhook' : 'api', 503);
+        return (sendFleetStopped(res, err), true);
+      }
       if (isEverdictError(err, 'unknown_case_type') || isEverdictError(err, 'unknown_profile')) {
         const field = (err.details as { field?: string } | undefined)?.field;
         return (sendError(res, 422, err.code, err.message, field), true);
@@ -102,6 +110,7 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     if (m !== 'GET') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
     return fleet(opts, principal, res);
   }
+  if (group === 'fleet' && parts.length === 3 && (await fleetStopRoute(opts.store, principal, id!, m, () => readJsonObject(req, maxBody), res))) return;
   if (group === 'cases' && parts.length === 2) {
     if (m === 'POST') return createCase(opts, principal, await readJsonObject(req, maxBody), req, res);
     if (m === 'GET') return listCasesRoute(opts, principal, url, res);
@@ -183,9 +192,7 @@ async function createCase(opts: IntakeApiOptions, principal: Principal, body: Re
 // ------------------------------------------------------------------------------- reads
 
 async function listCasesRoute(opts: IntakeApiOptions, principal: Principal, url: URL, res: ServerResponse): Promise<void> {
-  const limitText = url.searchParams.get('limit') ?? '50';
-  const limit = Number(limitText);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new RequestError(400, 'invalid_query', 'limit must be an integer from 1 to 500', 'limit');
+  const limit = integerParam(url.searchParams, 'limit', { min: 1, max: 500, default: 50 });
   const state = url.searchParams.get('state');
   const beforeId = url.searchParams.get('before');
   if (beforeId !== null && !isUuid(beforeId)) throw new RequestError(400, 'invalid_query', 'before must be a `next` value of an earlier page', 'before');
@@ -195,17 +202,16 @@ async function listCasesRoute(opts: IntakeApiOptions, principal: Principal, url:
 }
 
 async function ledger(opts: IntakeApiOptions, row: CaseRow, url: URL, res: ServerResponse): Promise<void> {
-  const after = Number(url.searchParams.get('after') ?? '0');
-  if (!Number.isInteger(after) || after < 0) throw new RequestError(400, 'invalid_query', 'after must be a non-negative integer sequence number', 'after');
-  const limit = Number(url.searchParams.get('limit') ?? '100');
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new RequestError(400, 'invalid_query', 'limit must be an integer from 1 to 1000', 'limit');
+  // Sequence numbers are bigint; a JS-safe integer is far beyond any ledger and inside bigint.
+  const after = integerParam(url.searchParams, 'after', { min: 0, default: 0 });
+  const limit = integerParam(url.searchParams, 'limit', { min: 1, max: 1000, default: 100 });
   sendJson(res, 200, ledgerView(row.id, await opts.store.readLedger(row.id, after, limit), limit));
 }
 
 async function fleet(opts: IntakeApiOptions, principal: Principal, res: ServerResponse): Promise<void> {
   if (!principal.roles.includes(OPERATOR_ROLE)) return sendError(res, 403, 'forbidden', `the fleet view needs the role ${OPERATOR_ROLE}`);
-  const [counts, outbox, queues] = await Promise.all([fleetCounts(opts.store.db), opts.store.outboxLag(), opts.queueDepths ? opts.queueDepths() : Promise.resolve([])]);
-  sendJson(res, 200, { tasks: counts.tasks, parked: counts.parked, outbox, queues });
+  const [counts, outbox, queues, stops] = await Promise.all([fleetCounts(opts.store.db), opts.store.outboxLag(), opts.queueDepths ? opts.queueDepths() : Promise.resolve([]), fleetStopsView(opts.store.db)]);
+  sendJson(res, 200, { tasks: counts.tasks, parked: counts.parked, outbox, queues, stops });
 }
 
 // ------------------------------------------------------------------------------- writes

@@ -8,7 +8,8 @@
 import { EverdictError } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import type { ArrivalSink, NormalisedArrival, OpenedCase } from '@everdict/intake-sources';
-import { enqueuePlatformMessage } from '@everdict/store';
+import { storableText } from '@everdict/http-api';
+import { admitNewCase, enqueuePlatformMessage } from '@everdict/store';
 import type { Store } from '@everdict/store';
 
 export const INTAKE_SERVICE = 'intake';
@@ -43,9 +44,13 @@ function rootTaskPlan(fleet: FleetConfig, caseType: string, field = 'caseType'):
 
 export async function openCase(store: Store, fleet: FleetConfig, o: CaseOpening): Promise<OpenedWithTask> {
   const plan = rootTaskPlan(fleet, o.caseType);
-  const a = o.arrival;
+  // Text from sources that cannot be refused (mail, webhooks) is made storable, never a 500:
+  // NULs and lone surrogates become U+FFFD (the case API refuses them with 400 before this).
+  const a = { ...o.arrival, title: storableText(o.arrival.title), body: storableText(o.arrival.body) };
   const objective = { text: a.body.length > 0 ? `${a.title}\n\n${a.body}` : a.title };
   return store.unitOfWork(async (uow) => {
+    // Every source opens through here: a fleet soft stop refuses them all alike.
+    await admitNewCase(uow);
     const opened = await uow.openCase({ caseType: o.caseType, originKey: a.originKey, customer: o.customer, title: a.title, objective, scope: plan.scope });
     if (!opened.created) return { caseId: opened.caseId, created: false, rootTaskId: null };
     const taskId = await uow.createTask({

@@ -4,19 +4,26 @@
  * its own channel, because a missing queue closes the channel it was checked on.
  */
 import amqplib from 'amqplib';
+import { brokerUrls } from '@everdict/bus';
 import type { Topology } from '@everdict/bus';
 import type { QueueDepth } from './api.js';
 
 export function queueDepthProbe(amqpUrl: string, topology: Topology): { depths: () => Promise<QueueDepth[]>; close: () => Promise<void> } {
   let conn: Promise<amqplib.ChannelModel> | undefined;
   const connection = (): Promise<amqplib.ChannelModel> => {
-    conn ??= amqplib.connect(amqpUrl).then((c) => {
-      c.on('error', () => undefined);
-      c.on('close', () => {
+    conn ??= connectFirst(brokerUrls(amqpUrl)).then(
+      (c) => {
+        c.on('error', () => undefined);
+        c.on('close', () => {
+          conn = undefined;
+        });
+        return c;
+      },
+      (err: unknown) => {
         conn = undefined;
-      });
-      return c;
-    });
+        throw err;
+      },
+    );
     return conn;
   };
   return {
@@ -40,4 +47,17 @@ export function queueDepthProbe(amqpUrl: string, topology: Topology): { depths: 
       if (conn) await (await conn).close().catch(() => undefined);
     },
   };
+}
+
+/** The first node of AMQP_URL's list that accepts a connection (the list is one cluster). */
+async function connectFirst(urls: readonly string[]): Promise<amqplib.ChannelModel> {
+  let last: unknown;
+  for (const url of urls) {
+    try {
+      return await amqplib.connect(url);
+    } catch (err) {
+      last = err;
+    }
+  }
+  throw last;
 }

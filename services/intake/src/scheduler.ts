@@ -6,6 +6,7 @@
  */
 import { scheduleOriginKey } from '@everdict/intake-sources';
 import type { NormalisedArrival } from '@everdict/intake-sources';
+import { isEverdictError } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
 import type { Logger } from 'pino';
@@ -83,7 +84,9 @@ export class Scheduler {
       this.last = through;
     } catch (err) {
       // `last` stays: the next tick retries the same slots (their origin keys keep it idempotent).
-      this.deps.logger.error({ err: (err as Error).message }, 'scheduled case slots failed; retrying next tick');
+      // Under a fleet soft stop that is the intent: the slots are deferred until the resume.
+      if (isEverdictError(err, 'fleet_stopped')) this.deps.logger.info({}, 'scheduled case slots deferred: the fleet is under a soft stop');
+      else this.deps.logger.error({ err: (err as Error).message }, 'scheduled case slots failed; retrying next tick');
     }
   }
 

@@ -11,6 +11,7 @@ import { PrincipalDirectory } from '@everdict/http-api';
 import { DEFAULT_WEBHOOK_MAX_BODY_BYTES, createWebhookHandler } from '@everdict/intake-sources';
 import type { ArrivalSink, MailboxMonitorOptions } from '@everdict/intake-sources';
 import type { ServiceContext } from '@everdict/service-kit';
+import { loadFleetStops } from '@everdict/store';
 import { intakeApi } from './api.js';
 import { MailboxSupervisor } from './mailboxes.js';
 import { intakeMetrics } from './metrics.js';
@@ -45,7 +46,7 @@ export interface RunningIntake {
 export async function startIntake(ctx: ServiceContext, substrate: Substrate, fleet: FleetConfig, opts: IntakeOptions = {}): Promise<RunningIntake> {
   let current = fleet;
   let principals = new PrincipalDirectory(fleet.principals);
-  const metrics = intakeMetrics(ctx.metrics);
+  const metrics = intakeMetrics(ctx.metrics, { fleetStops: () => loadFleetStops(substrate.store.db) });
   const sources = opts.sources ?? { webhooks: [], mailboxes: [] };
 
   // Every case type a source names must exist now, not at the first arrival.

@@ -14,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { EverdictError } from '@everdict/contracts';
 import type { WebhookSourceConfig } from '@everdict/intake-sources';
+import { secretFromEnv } from '@everdict/service-kit';
 import type { IntakeMailbox } from './mailboxes.js';
 import type { IntakeSchedule } from './scheduler.js';
 
@@ -36,9 +37,11 @@ function fail(path: string, message: string): never {
 
 function envSecret(env: Readonly<Record<string, string | undefined>>, name: unknown, path: string): string {
   if (typeof name !== 'string' || !ENV_NAME.test(name)) fail(path, 'must name an environment variable');
-  const v = env[name];
-  if (!v) fail(path, `names ${name}, which is not set`);
-  return v;
+  // X_FILE counts as X (service-kit secretFiles.ts): webhook secrets and mailbox passwords too.
+  const r = secretFromEnv(env, name);
+  if (r.problem) fail(path, `names ${name}: ${r.problem.name} ${r.problem.reason}`);
+  if (r.value === undefined) fail(path, `names ${name}, which is not set`);
+  return r.value;
 }
 
 export function parseIntakeSources(doc: unknown, env: Readonly<Record<string, string | undefined>>): IntakeSources {

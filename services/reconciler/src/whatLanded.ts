@@ -12,6 +12,7 @@
  * Reconciliation runs under hard stop too: it contacts the target only to read what landed.
  */
 import type { Clock } from '@everdict/contracts';
+import { jitteredBackoffMs } from '@everdict/contracts';
 import { ConnectorRefused, mayRetryAutomatically } from '@everdict/connectors';
 import type { ConnectorSet, LandedReport } from '@everdict/connectors';
 import {
@@ -84,7 +85,7 @@ export async function reconcileDispatch(d: ReconcileDeps, row: DispatchRow): Pro
       body: { grantId: row.grant_id, callId: call.id, attempt, outcome: report.outcome, established: report.established, reason: report.reason ?? null, receipt: report.receipt ?? null, observedAt: report.observedAt },
     });
     if (report.outcome === 'unknown') {
-      await moveDispatchTo(uow, { grantId: row.grant_id, from: ['reconciling'], to: 'reconciling', owner: d.owner, checks: 'increment', delayMs: recheckDelay(row.checks, d.backoff) });
+      await moveDispatchTo(uow, { grantId: row.grant_id, from: ['reconciling'], to: 'reconciling', owner: d.owner, checks: 'increment', delayMs: jitteredBackoffMs(recheckDelay(row.checks, d.backoff)) });
       return 'unknown';
     }
     if (!(await recordEffectOutcome(uow, row.case_id, landed))) return 'skipped';

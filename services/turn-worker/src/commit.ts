@@ -14,13 +14,14 @@
  */
 import { resumeRun } from '@everdict/agent-runtime';
 import type { RunState, TurnResult } from '@everdict/agent-runtime';
-import { unreportedChildren, writeTurn } from '@everdict/store';
+import { fleetStopInForce, unreportedChildren, writeTurn } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
 import { needsCompaction } from './compaction.js';
 import { nextBackoffAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
 import { placeConsents, waitOnConsent } from './consent.js';
 import type { ConsentAsk } from './consent.js';
+import { asFleetPark } from './fleetStop.js';
 import { compact, placeChild, placePlan, placeProposal, placeQuestions, placeResumeNote } from './placement.js';
 import type { Placer } from './placement.js';
 import { providerBackoffMs } from './settings.js';
@@ -51,6 +52,13 @@ export interface Produced {
 
 const isPark = (t: Transition): t is ParkTransition => t.kind === 'park';
 
+/** The provider's last Retry-After this turn (the floor of a provider_down park's backoff). */
+function retryAfterFloorMs(result: TurnResult): number | null {
+  let floor: number | null = null;
+  for (const e of result.events) if (e.type === 'model_error' && e.retryAfterMs !== undefined) floor = e.retryAfterMs;
+  return floor;
+}
+
 /** Commits the turn and moves the task run on to what it committed. */
 export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promise<TurnEnd> {
   const { result, journal, buffer } = p;
@@ -77,7 +85,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
           unreportedChildren: unreported,
           route: tr.view.model.route.name,
           backoffAttempt: nextBackoffAttempt(task.park_reason, task.park_detail),
-          backoffMs: (n) => providerBackoffMs(env.catalog.settings, n),
+          backoffMs: (n) => providerBackoffMs(env.catalog.settings, n, retryAfterFloorMs(result)),
         }),
         p.proposing.proposal,
       ),
@@ -115,6 +123,21 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
       // stays unanswered.
       commit = turnWrite({ subject, transition: stop, product: null });
       tr.ledgerHead = (await env.committer.write(token, caseId, commit.write, tr.ledgerHead)).head;
+    } else if (commit.transition.kind === 'continue' && (await env.fleetStop.softInForce())) {
+      // A fleet soft stop: the same park, written only while the stop row (held FOR SHARE) says
+      // the stop still holds — a resume committed first finds nothing to wake, so none is left.
+      const park = asFleetPark(decide('soft', 0));
+      if (isPark(park)) {
+        const parked = await env.store.unitOfWork(async (uow) => {
+          if ((await fleetStopInForce(uow, 'soft')) === null) return null;
+          const c = turnWrite({ subject, transition: park, product: null });
+          return { commit: c, head: (await writeTurn(uow, token, caseId, c.write)).head };
+        });
+        if (parked !== null) {
+          commit = parked.commit;
+          tr.ledgerHead = parked.head;
+        }
+      }
     }
   } else {
     const at: Placer = { task, token, rootTaskId: tr.rootTaskId };
@@ -126,7 +149,9 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
       // as arrived) or waits for this commit and then finds the task parked and wakes it.
       const childrenPark = result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children';
       const unreported = childrenPark ? (await unreportedChildren(uow, task.id)) + buffer.children.length : 0;
-      let transition = decide(held.cancelRequested, unreported);
+      // A fleet soft stop counts as this task's soft cancel (checked under the stop row's lock).
+      const fleetSoft = held.cancelRequested === null && first.kind === 'continue' && (await env.fleetStop.softInForce()) && (await fleetStopInForce(uow, 'soft')) !== null;
+      let transition = fleetSoft ? asFleetPark(decide('soft', unreported)) : decide(held.cancelRequested, unreported);
       for (const child of buffer.children) await placeChild(env.catalog, uow, at, child);
       if (plan !== null) await placePlan(uow, at, plan, held.rowVersion);
       if (proposed) await placeProposal(uow, at, p.proposing);

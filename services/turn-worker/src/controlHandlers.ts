@@ -7,25 +7,19 @@
  */
 import { isOneOf, TERMINAL_TASK_STATES, wakes } from '@everdict/contracts';
 import type { AnyEnvelope, BudgetTopUp } from '@everdict/contracts';
-import type { MessageHandler, MessageHandlers } from '@everdict/bus';
+import type { MessageHandler, MessageHandlers, Refused } from '@everdict/bus';
 import { addNote, loadTask, lockTask, withdrawSoftCancelRequest } from '@everdict/store';
 import type { TaskRow, UnitOfWork } from '@everdict/store';
+import { checkOperatorControl } from './assignments.js';
 import { resumeAction } from './decisions.js';
 import type { HandlerEnv } from './handlers.js';
 import { agentPrincipal } from './questions.js';
+import { refuse } from './refusals.js';
 import { wake } from './wake.js';
 
 type Of<T extends AnyEnvelope['type']> = Extract<AnyEnvelope, { type: T }>;
 
 const ended = (t: TaskRow) => isOneOf(TERMINAL_TASK_STATES, t.state);
-
-/** Services that speak for an operator (intake authenticates the principal and checks its role). */
-const OPERATOR_SERVICES = new Set(['intake', 'operator']);
-
-function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
-  env.logger.warn({ messageId: e.id, type: e.type, why }, 'message refused by the turn-worker');
-  return 'ignored';
-}
 
 /** The question a task is parked on and whom it asked (its park detail). */
 function waitingOn(task: TaskRow): { questionId: string | null; askedOf: string | null } {
@@ -50,7 +44,7 @@ async function applyTopUp(uow: UnitOfWork, task: TaskRow, budget: Readonly<Recor
  * the turn-worker on the parent's behalf). Applied only if the sender is the persisted parent of
  * the task, the task is parked on exactly that question and asked exactly that parent.
  */
-export async function answeredByParent(env: HandlerEnv, e: Of<'question.answered'>, uow: UnitOfWork): Promise<'applied' | 'ignored'> {
+export async function answeredByParent(env: HandlerEnv, e: Of<'question.answered'>, uow: UnitOfWork): Promise<'applied' | 'ignored' | Refused> {
   const p = e.payload;
   const parentId = e.sender.taskId;
   if (parentId === null || p.answeredBy !== agentPrincipal(parentId)) return refuse(env, e, 'an agent answers only as the task it is');
@@ -96,7 +90,8 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
   /** An operator takes a soft stop back: the request is withdrawn; a task parked on it wakes. */
   const resume: MessageHandler<Of<'task.resume'>> = async (e, uow) => {
     const p = e.payload;
-    if (!OPERATOR_SERVICES.has(e.sender.service)) return refuse(env, e, 'only an operator resumes a task');
+    const bad = await checkOperatorControl(uow, e);
+    if (bad !== null) return refuse(env, e, bad);
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const action = resumeAction(task);
@@ -109,10 +104,11 @@ export function controlHandlers(env: HandlerEnv): MessageHandlers {
     return 'applied';
   };
 
-  /** An operator's budget top-up (intake checked the role): the limits grow; a budget park wakes. */
+  /** An operator's budget top-up (intake checked the role and recorded it): the limits grow; a budget park wakes. */
   const toppedUp: MessageHandler<Of<'budget.topped_up'>> = async (e, uow) => {
     const p = e.payload;
-    if (!OPERATOR_SERVICES.has(e.sender.service)) return refuse(env, e, 'only an operator tops a budget up');
+    const bad = await checkOperatorControl(uow, e);
+    if (bad !== null) return refuse(env, e, bad);
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
     const budget: BudgetTopUp = p.budget;

@@ -4,9 +4,12 @@
  * CLAIMS the task (lease + new fence epoch); its turns run after that unit of work committed.
  *
  * Receivers authenticate against persisted assignments, never against claimed fields (§4): a
- * child's report or plan is applied only if the task row says that child belongs to that
- * parent, the envelope's sender is that child, and (for a report) the child's persisted state
- * is the outcome it claims. Anything else is recorded and ignored.
+ * child's report, plan or DeadEnd is applied only if the task row says that child belongs to
+ * that parent, the envelope's sender is that child, and (for a report) the child's persisted
+ * state is the outcome it claims; an effect outcome only for a journalled dispatch of that call
+ * and grant; a gate's answer only when the gate's recorded decisions say so; a cancel only on a
+ * recorded operator action or from an ancestor (assignments.ts). A refused message writes
+ * nothing: the consumer records it 'refused', dead-letters and counts it.
  */
 import { EverdictError, isOneOf, TERMINAL_TASK_STATES, wakes } from '@everdict/contracts';
 import type { AnyEnvelope, PlanStepV1 } from '@everdict/contracts';
@@ -29,7 +32,10 @@ import {
 import type { TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
+import { checkCancel, checkEffectOutcome, checkGateDecided } from './assignments.js';
 import { answeredByParent, controlHandlers } from './controlHandlers.js';
+import { deadEndHandler } from './deadEnd.js';
+import { childOf, refuse } from './refusals.js';
 import { send } from './envelopes.js';
 import { wake } from './wake.js';
 
@@ -60,21 +66,6 @@ export class PlanOutOfOrder extends EverdictError {
 type Of<T extends AnyEnvelope['type']> = Extract<AnyEnvelope, { type: T }>;
 
 const ended = (t: TaskRow) => isOneOf(TERMINAL_TASK_STATES, t.state);
-
-function refuse(env: HandlerEnv, e: AnyEnvelope, why: string): 'ignored' {
-  env.logger.warn({ messageId: e.id, type: e.type, why }, 'message refused by the turn-worker');
-  return 'ignored';
-}
-
-/** The sender must be the persisted child of the parent the payload names. */
-function childOf(e: AnyEnvelope, child: TaskRow | undefined, parentId: string): string | null {
-  if (!child) return 'unknown task';
-  if (child.parent_id === null || child.parent_id !== parentId) return 'task is not a child of that parent';
-  if (e.sender.taskId !== child.id) return 'sender is not the task';
-  if (e.lineage.parentTaskId !== child.parent_id) return 'lineage does not match the task graph';
-  if (e.caseId !== child.case_id) return 'case does not match the task';
-  return null;
-}
 
 export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const runnable: MessageHandler<Of<'task.runnable'>> = async (e, uow) => {
@@ -151,7 +142,10 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const cancel: MessageHandler<Of<'task.cancel'>> = async (e, uow) => {
     const p = e.payload;
     const task = await lockTask(uow, p.taskId);
-    if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
+    if (!task || task.case_id !== e.caseId) return refuse(env, e, 'no such task in the case');
+    const bad = await checkCancel(uow, e, task);
+    if (bad !== null) return refuse(env, e, bad);
+    if (ended(task)) return 'ignored';
     if (p.mode === 'soft') {
       await softCancel(uow, task.id);
       await uow.appendLedger(task.case_id, { kind: 'task_cancel_requested', body: { taskId: task.id, mode: 'soft', requestedBy: p.requestedBy ?? null } });
@@ -174,8 +168,9 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
    */
   const gateDecided: MessageHandler<Of<'gate.decided'>> = async (e, uow) => {
     const p = e.payload;
-    // The gate decides; the reconciler closes gates that expired undecided.
-    if (e.sender.service !== 'gate' && e.sender.service !== 'reconciler') return refuse(env, e, 'only the gate (or the reconciler, for expiry) closes gates');
+    // The gate decides; the reconciler closes gates that expired undecided; the gate's record must agree.
+    const bad = await checkGateDecided(uow, e);
+    if (bad !== null) return refuse(env, e, bad);
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId) return 'ignored';
     const detail = (task.park_detail ?? {}) as { gateId?: string };
@@ -196,7 +191,8 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
    */
   const effectOutcome: MessageHandler<Of<'effect.outcome'>> = async (e, uow) => {
     const p = e.payload;
-    if (e.sender.service !== 'execution-coordinator' && e.sender.service !== 'reconciler') return refuse(env, e, 'only the coordinator and the reconciler report what landed');
+    const bad = await checkEffectOutcome(uow, e);
+    if (bad !== null) return refuse(env, e, bad);
     const task = await lockTask(uow, p.taskId);
     if (!task || task.case_id !== e.caseId || ended(task)) return 'ignored';
     await addNote(uow, task.id, 'outcome', { callId: p.callId, grantId: p.grantId, outcome: p.outcome, established: p.established, receipt: p.receipt ?? null }, e.id);
@@ -214,6 +210,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     'task.cancel': cancel,
     'gate.decided': gateDecided,
     'effect.outcome': effectOutcome,
+    'task.dead_end': deadEndHandler(env),
     ...controlHandlers(env),
   };
 }

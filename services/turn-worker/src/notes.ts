@@ -1,6 +1,6 @@
 /**
  * Notes: what reaches a task between turns — an answer, a child's report, a child's plan, a
- * budget top-up, a gate decision, an effect outcome. Each note becomes part of the next model
+ * child's DeadEnd, a budget top-up, a gate decision, an effect outcome. Each note becomes part of the next model
  * request (one user message, in note order) and, where it is a decision, a reference the
  * runtime state keeps (and compaction must preserve). Pure functions.
  */
@@ -31,6 +31,8 @@ function noteText(note: Pick<NoteRow, 'kind' | 'body'>): string {
     }
     case 'top_up':
       return `Your budget was topped up: ${str(b.budget)}`;
+    case 'dead_end':
+      return `Sub-agent ${str(b.childTaskId)} hit a dead end and is parked (capability_gap): a message for it (${str(b.messageType)} version ${str(b.messageVersion)}) could not be understood. It will not report on its own; decide without it or ask an operator.`;
     case 'gate':
       return `Gate ${str(b.gateId)} was decided: ${str(b.outcome)}${b.reason ? ` (${str(b.reason)})` : ''}${b.outcome === 'approved' ? '; the effect runs now.' : '; nothing was executed.'}`;
     case 'outcome':

@@ -2,6 +2,7 @@
  * Turn-worker tunables from the fleet config's `runtime` section, each with its default.
  */
 import type { FleetConfig } from '@everdict/contracts';
+import { jitteredBackoffMs } from '@everdict/contracts';
 import { DEFAULT_VERSION_POLICY, type VersionPolicy } from './versions.js';
 
 export interface RuntimeSettings {
@@ -48,7 +49,11 @@ export function runtimeSettings(config: FleetConfig): RuntimeSettings {
   };
 }
 
-/** Backoff before the `attempt`-th re-try (1-based): initial · 2^(attempt-1), capped at max. */
-export function providerBackoffMs(s: RuntimeSettings, attempt: number): number {
-  return Math.min(s.providerBackoff.initial * 2 ** Math.max(0, attempt - 1), s.providerBackoff.max);
+/**
+ * Backoff before the `attempt`-th re-try (1-based): initial · 2^(attempt-1), capped at max, with
+ * the fleet's equal jitter (contracts `jitteredBackoffMs`) so parks that failed together do not
+ * wake together; never below `floorMs` (the provider's Retry-After).
+ */
+export function providerBackoffMs(s: RuntimeSettings, attempt: number, floorMs?: number | null): number {
+  return jitteredBackoffMs(Math.min(s.providerBackoff.initial * 2 ** Math.max(0, attempt - 1), s.providerBackoff.max), { floorMs: floorMs ?? null });
 }

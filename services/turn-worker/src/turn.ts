@@ -48,6 +48,7 @@ import type { Logger } from 'pino';
 import type { AgentView, Catalog } from './catalog.js';
 import { commitTurn, parkWithoutTurn } from './commit.js';
 import type { CrashPoints } from './crashpoints.js';
+import type { FleetStopHint } from './fleetStop.js';
 import type { TurnMetrics } from './metrics.js';
 import { noteDecision, notesMessage } from './notes.js';
 import type { HostState } from './statePaper.js';
@@ -103,6 +104,8 @@ export interface TurnEnv {
   readonly logger: Logger;
   /** Last health this process reported per route (a report is written only on a change). */
   readonly routeHealth: Map<string, boolean>;
+  /** Whether a fleet soft stop may be in force (checked under its lock before parking on it). */
+  readonly fleetStop: FleetStopHint;
 }
 
 export type TurnEnd = { readonly ended: false } | { readonly ended: true; readonly outcome: 'completed' | 'failed' | 'parked' | 'released' | 'cancelled' };

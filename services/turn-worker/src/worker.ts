@@ -29,8 +29,10 @@ import type { ActivationEnv, Claim } from './activation.js';
 import type { Catalog } from './catalog.js';
 import type { CrashPoints } from './crashpoints.js';
 import { parkWithoutTurn, releaseWithoutTurn } from './commit.js';
+import { deadEndOnRefusal } from './deadEnd.js';
 import { turnWorkerHandlers } from './handlers.js';
 import { prewriteFirstIntent } from './firstIntent.js';
+import { FleetStopHint } from './fleetStop.js';
 import { LeaseKeeper } from './leases.js';
 import type { TurnMetrics } from './metrics.js';
 import { Sweeper } from './sweeper.js';
@@ -113,6 +115,7 @@ export class TurnWorker {
       modelLog: opts.modelLog ?? null,
       logger: opts.logger,
       routeHealth: new Map(),
+      fleetStop: new FleetStopHint(opts.store.db),
       draining: () => this.draining,
     };
   }
@@ -142,6 +145,8 @@ export class TurnWorker {
       ),
       prefetch: this.opts.catalog.settings.prefetch,
       batchSize: this.opts.catalog.settings.inboxBatchSize,
+      // An unknown type or version parks the task it is for and tells its parent (deadEnd.ts).
+      onRefusal: deadEndOnRefusal(this.opts.store, SERVICE, this.opts.logger),
       logger: this.opts.logger,
       ...(this.opts.busMetrics ? { metrics: this.opts.busMetrics } : {}),
     });
@@ -196,6 +201,8 @@ export class TurnWorker {
     return {
       kind: inner.kind,
       topology: inner.topology,
+      identity: inner.identity,
+      needsProducer: inner.needsProducer,
       publish: (m) => inner.publish(m),
       isReady: () => inner.isReady(),
       close: () => inner.close(),

@@ -6,7 +6,7 @@
  * nothing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildEnvelope, newId, systemClock } from '@everdict/contracts';
+import { buildEnvelope, newId, operatorActionOf, systemClock } from '@everdict/contracts';
 import type { AnyEnvelope, MessageType } from '@everdict/contracts';
 import type { HandlerContext } from '@everdict/bus';
 import { cancelTree, createChildTask, softCancel, wakeDue } from '@everdict/store';
@@ -27,7 +27,17 @@ describe('control paths', () => {
   afterAll(async () => fx?.close());
 
   const handlers = turnWorkerHandlers({ owner: 'h', leaseTtlMs: () => 30_000, claims: new Map(), logger: pino({ level: 'silent' }) });
-  const handle = (e: AnyEnvelope) => fx.store.unitOfWork((uow) => (handlers[e.type] as (e: AnyEnvelope, u: typeof uow, c: HandlerContext) => Promise<unknown>)(e, uow, ctx));
+  /** The handler's outcome; a refusal (dead-lettered by the consumer) reads 'refused'. */
+  const handle = async (e: AnyEnvelope) => {
+    const out = await fx.store.unitOfWork((uow) => (handlers[e.type] as (e: AnyEnvelope, u: typeof uow, c: HandlerContext) => Promise<unknown>)(e, uow, ctx));
+    return typeof out === 'object' && out !== null && 'refused' in out ? 'refused' : out;
+  };
+  /** Records the operator action intake writes with an operator control it sends (receivers look for it). */
+  const recorded = async <E extends AnyEnvelope>(e: E): Promise<E> => {
+    const action = operatorActionOf(e.type, e.payload as { taskId: string }, e.id);
+    if (action) await fx.store.unitOfWork((uow) => uow.appendLedger(e.caseId, { kind: action.kind, body: action.match }));
+    return e;
+  };
   const row = async (id: string) =>
     (await fx.store.db.query<{ state: string; park_reason: string | null; cancel_requested: string | null }>({ text: 'SELECT state, park_reason, cancel_requested FROM tasks WHERE id = $1', values: [id] })).rows[0]!;
   const notes = async (id: string) => (await fx.store.db.query<{ kind: string; body: Record<string, unknown> }>({ text: 'SELECT kind, body FROM task_notes WHERE task_id = $1 ORDER BY seq', values: [id] })).rows;
@@ -84,8 +94,8 @@ describe('control paths', () => {
     const { root, rootToken, kids } = await family();
     const [k1] = kids as [(typeof kids)[0]];
     // Forgeries: another task claiming to be the child, a question the child is not parked on.
-    expect(await handle(envelope('question.raised', root.caseId, raised(root.caseId, root.taskId, k1), { taskId: kids[1]!.id, parentTaskId: root.taskId }))).toBe('ignored');
-    expect(await handle(envelope('question.raised', root.caseId, raised(root.caseId, root.taskId, k1, newId()), { taskId: k1.id, parentTaskId: root.taskId }))).toBe('ignored');
+    expect(await handle(envelope('question.raised', root.caseId, raised(root.caseId, root.taskId, k1), { taskId: kids[1]!.id, parentTaskId: root.taskId }))).toBe('refused');
+    expect(await handle(envelope('question.raised', root.caseId, raised(root.caseId, root.taskId, k1, newId()), { taskId: k1.id, parentTaskId: root.taskId }))).toBe('refused');
     expect(await notes(root.taskId)).toEqual([]);
 
     // The root is still running its turn: the question waits as a note, nothing wakes.
@@ -118,9 +128,9 @@ describe('control paths', () => {
     const [k1, k2] = kids as [(typeof kids)[0], (typeof kids)[0]];
     const answer = (kid: { id: string; questionId: string }, by: string, text = 'use staging') => ({ questionId: kid.questionId, taskId: kid.id, answer: text, answeredBy: `task:${by}` });
     // A sibling cannot answer; the parent cannot answer as someone else; a human cannot answer a question put to an agent.
-    expect(await handle(envelope('question.answered', root.caseId, answer(k1, k2.id), { taskId: k2.id, parentTaskId: root.taskId }))).toBe('ignored');
-    expect(await handle(envelope('question.answered', root.caseId, { ...answer(k1, root.taskId), answeredBy: 'alice' }, { taskId: root.taskId }))).toBe('ignored');
-    expect(await handle(envelope('question.answered', root.caseId, { ...answer(k1, root.taskId), answeredBy: 'alice' }, { service: 'intake' }))).toBe('ignored');
+    expect(await handle(envelope('question.answered', root.caseId, answer(k1, k2.id), { taskId: k2.id, parentTaskId: root.taskId }))).toBe('refused');
+    expect(await handle(envelope('question.answered', root.caseId, { ...answer(k1, root.taskId), answeredBy: 'alice' }, { taskId: root.taskId }))).toBe('refused');
+    expect(await handle(envelope('question.answered', root.caseId, { ...answer(k1, root.taskId), answeredBy: 'alice' }, { service: 'intake' }))).toBe('refused');
     // The parent answering k1's question with k2's id wakes nobody.
     expect(await handle(envelope('question.answered', root.caseId, { ...answer(k1, root.taskId), taskId: k2.id }, { taskId: root.taskId }))).toBe('ignored');
     expect([(await row(k1.id)).state, (await row(k2.id)).state]).toEqual(['parked', 'parked']);
@@ -175,9 +185,9 @@ describe('control paths', () => {
       await uow.transitionTask(token, { state: 'parked', parkReason: 'gate', parkDetail: { kind: 'soft_cancel' } });
     });
     const resume = (taskId: string, service: 'turn-worker' | 'intake') => envelope('task.resume', t.caseId, { taskId, requestedBy: 'olga' }, { service, taskId: service === 'turn-worker' ? taskId : null });
-    expect(await handle(resume(t.taskId, 'turn-worker'))).toBe('ignored'); // an agent cannot lift its own stop
+    expect(await handle(resume(t.taskId, 'turn-worker'))).toBe('refused'); // an agent cannot lift its own stop
     expect(await row(t.taskId)).toMatchObject({ state: 'parked', cancel_requested: 'soft' });
-    expect(await handle(resume(t.taskId, 'intake'))).toBe('applied');
+    expect(await handle(await recorded(resume(t.taskId, 'intake')))).toBe('applied');
     expect(await row(t.taskId)).toMatchObject({ state: 'open', park_reason: null, cancel_requested: null });
     expect(await notes(t.taskId)).toEqual([]); // the task goes on from its checkpoint unchanged
     expect(await ledger(t.caseId, 'task_resumed')).toEqual([{ taskId: t.taskId, requestedBy: 'olga', woke: true, reason: null }]);
@@ -187,13 +197,13 @@ describe('control paths', () => {
     const running = await seedTask(fx.store);
     await claim(fx.store, running.taskId);
     await fx.store.unitOfWork((uow) => softCancel(uow, running.taskId));
-    expect(await handle(envelope('task.resume', running.caseId, { taskId: running.taskId }, { service: 'intake' }))).toBe('applied');
+    expect(await handle(await recorded(envelope('task.resume', running.caseId, { taskId: running.taskId }, { service: 'intake' })))).toBe('applied');
     expect(await row(running.taskId)).toMatchObject({ state: 'running', cancel_requested: null });
 
     // Hard-cancelled: final.
     const hard = await seedTask(fx.store);
     await fx.store.unitOfWork((uow) => cancelTree(uow, hard.taskId));
-    expect(await handle(envelope('task.resume', hard.caseId, { taskId: hard.taskId }, { service: 'intake' }))).toBe('ignored');
+    expect(await handle(await recorded(envelope('task.resume', hard.caseId, { taskId: hard.taskId }, { service: 'intake' })))).toBe('ignored');
     expect(await row(hard.taskId)).toMatchObject({ state: 'cancelled', cancel_requested: 'hard' });
   });
 
@@ -202,9 +212,9 @@ describe('control paths', () => {
     const token = await claim(fx.store, t.taskId);
     await fx.store.unitOfWork((uow) => uow.transitionTask(token, { state: 'parked', parkReason: 'budget', parkDetail: { dimension: 'turns' } }));
     const payload = { taskId: t.taskId, budget: { maxTurns: 3 }, toppedUpBy: 'olga', reason: 'more pages' };
-    expect(await handle(envelope('budget.topped_up', t.caseId, payload, { service: 'turn-worker', taskId: t.taskId }))).toBe('ignored');
+    expect(await handle(envelope('budget.topped_up', t.caseId, payload, { service: 'turn-worker', taskId: t.taskId }))).toBe('refused');
     expect(await row(t.taskId)).toMatchObject({ state: 'parked', park_reason: 'budget' });
-    const e = envelope('budget.topped_up', t.caseId, payload, { service: 'intake' });
+    const e = await recorded(envelope('budget.topped_up', t.caseId, payload, { service: 'intake' }));
     expect(await handle(e)).toBe('applied');
     expect(await row(t.taskId)).toMatchObject({ state: 'open', park_reason: null });
     expect(await notes(t.taskId)).toEqual([{ kind: 'top_up', body: { budget: { maxTurns: 3 }, by: 'olga', ref: `top-up:${e.id}` } }]);

@@ -93,7 +93,11 @@ describe('the agent graph', () => {
         },
         systemClock,
       ) as AnyEnvelope;
-    const handle = (e: AnyEnvelope) => fx.store.unitOfWork((uow) => (handlers[e.type] as (e: AnyEnvelope, u: typeof uow, c: HandlerContext) => Promise<unknown>)(e, uow, ctx));
+    // A refusal (dead-lettered and counted by the consumer) reads 'refused'.
+    const handle = async (e: AnyEnvelope) => {
+      const out = await fx.store.unitOfWork((uow) => (handlers[e.type] as (e: AnyEnvelope, u: typeof uow, c: HandlerContext) => Promise<unknown>)(e, uow, ctx));
+      return typeof out === 'object' && out !== null && 'refused' in out ? 'refused' : out;
+    };
     const steps = [{ stepId: 'a', title: 'A', dependsOn: [] }];
 
     beforeAll(async () => {
@@ -114,8 +118,8 @@ describe('the agent graph', () => {
 
     it('refuses an out-of-order plan revision, confirms in order, ignores repeats and forgeries', async () => {
       await expect(handle(fromChild('plan.submitted', plan(2)))).rejects.toBeInstanceOf(PlanOutOfOrder);
-      expect(await handle(fromChild('plan.submitted', plan(1, { rowVersion: 8 })))).toBe('ignored'); // does not match the persisted revision
-      expect(await handle(fromChild('plan.submitted', plan(1), parent.taskId))).toBe('ignored'); // a claimed sender is not the child
+      expect(await handle(fromChild('plan.submitted', plan(1, { rowVersion: 8 })))).toBe('refused'); // does not match the persisted revision
+      expect(await handle(fromChild('plan.submitted', plan(1), parent.taskId))).toBe('refused'); // a claimed sender is not the child
       expect(await confirmations()).toEqual([]);
       expect(await handle(fromChild('plan.submitted', plan(1)))).toBe('applied');
       expect(await handle(fromChild('plan.submitted', plan(1)))).toBe('ignored');
@@ -128,10 +132,10 @@ describe('the agent graph', () => {
 
     it('wakes the parent only on a report the persisted child state backs', async () => {
       const report = { taskId: child.id, parentTaskId: parent.taskId, outcome: 'done', summary: 'fine' };
-      expect(await handle(fromChild('task.finished', report))).toBe('ignored'); // the child is still running
+      expect(await handle(fromChild('task.finished', report))).toBe('refused'); // the child is still running
       expect(await row(parent.taskId)).toMatchObject({ state: 'parked', park_reason: 'children' });
       await fx.store.unitOfWork((uow) => uow.transitionTask(childToken, { state: 'done' }));
-      expect(await handle(fromChild('task.finished', report, parent.taskId))).toBe('ignored'); // forged sender
+      expect(await handle(fromChild('task.finished', report, parent.taskId))).toBe('refused'); // forged sender
       expect(await handle(fromChild('task.finished', report))).toBe('applied');
       expect(await row(parent.taskId)).toMatchObject({ state: 'open', park_reason: null });
       const runnable = await fx.store.db.query({ text: "SELECT 1 FROM outbox_messages WHERE case_id = $1 AND type = 'task.runnable'", values: [parent.caseId] });

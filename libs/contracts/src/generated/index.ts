@@ -14,6 +14,7 @@ export type { PlanSubmittedV1, PlanStepV1 } from "./payloads/plan.submitted.v1.j
 export type { QuestionAnsweredV1 } from "./payloads/question.answered.v1.js";
 export type { QuestionRaisedV1 } from "./payloads/question.raised.v1.js";
 export type { TaskCancelV1 } from "./payloads/task.cancel.v1.js";
+export type { TaskDeadEndV1 } from "./payloads/task.dead_end.v1.js";
 export type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
 export type { TaskResumeV1 } from "./payloads/task.resume.v1.js";
 export type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
@@ -26,6 +27,7 @@ import type { PlanSubmittedV1 } from "./payloads/plan.submitted.v1.js";
 import type { QuestionAnsweredV1 } from "./payloads/question.answered.v1.js";
 import type { QuestionRaisedV1 } from "./payloads/question.raised.v1.js";
 import type { TaskCancelV1 } from "./payloads/task.cancel.v1.js";
+import type { TaskDeadEndV1 } from "./payloads/task.dead_end.v1.js";
 import type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
 import type { TaskResumeV1 } from "./payloads/task.resume.v1.js";
 import type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
@@ -40,6 +42,7 @@ export interface PayloadSchemaMap {
   "question.answered": { 1: QuestionAnsweredV1 };
   "question.raised": { 1: QuestionRaisedV1 };
   "task.cancel": { 1: TaskCancelV1 };
+  "task.dead_end": { 1: TaskDeadEndV1 };
   "task.finished": { 1: TaskFinishedV1 };
   "task.resume": { 1: TaskResumeV1 };
   "task.runnable": { 1: TaskRunnableV1 };
@@ -55,6 +58,7 @@ export interface LatestPayloadVersion {
   "question.answered": 1;
   "question.raised": 1;
   "task.cancel": 1;
+  "task.dead_end": 1;
   "task.finished": 1;
   "task.resume": 1;
   "task.runnable": 1;
@@ -70,6 +74,7 @@ export const PAYLOAD_SCHEMA_FILES = {
   "question.answered": { 1: "payloads/question.answered.v1.schema.json" },
   "question.raised": { 1: "payloads/question.raised.v1.schema.json" },
   "task.cancel": { 1: "payloads/task.cancel.v1.schema.json" },
+  "task.dead_end": { 1: "payloads/task.dead_end.v1.schema.json" },
   "task.finished": { 1: "payloads/task.finished.v1.schema.json" },
   "task.resume": { 1: "payloads/task.resume.v1.schema.json" },
   "task.runnable": { 1: "payloads/task.runnable.v1.schema.json" },
@@ -92,6 +97,7 @@ export const SCHEMA_FILES = [
   "payloads/question.answered.v1.schema.json",
   "payloads/question.raised.v1.schema.json",
   "payloads/task.cancel.v1.schema.json",
+  "payloads/task.dead_end.v1.schema.json",
   "payloads/task.finished.v1.schema.json",
   "payloads/task.resume.v1.schema.json",
   "payloads/task.runnable.v1.schema.json",

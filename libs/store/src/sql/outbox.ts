@@ -29,20 +29,26 @@ export interface OutboxRow {
   created_at: Date;
 }
 
-export function claimOutbox(relay: string, limit: number, leaseMs: number): Sql {
+/**
+ * With `producers`: a relay holding broker credentials for only some services claims only the
+ * rows those services enqueued, read from the envelope's sender.service in the row's body (the
+ * service that wrote the row stamped it), so it never holds a row it cannot publish.
+ */
+export function claimOutbox(relay: string, limit: number, leaseMs: number, producers?: readonly string[]): Sql {
+  const byProducer = producers === undefined ? '' : `\n                      AND (convert_from(body, 'UTF8')::jsonb #>> '{sender,service}') = ANY($4::text[])`;
   return {
-    name: 'ev_claim_outbox',
+    name: producers === undefined ? 'ev_claim_outbox' : 'ev_claim_outbox_as',
     text: `UPDATE outbox_messages o
               SET claimed_by = $1::text,
                   claimed_until = now() + make_interval(secs => $3::double precision / 1000),
                   attempts = o.attempts + 1
              FROM (SELECT seq FROM outbox_messages
-                    WHERE published_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+                    WHERE published_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())${byProducer}
                     ORDER BY seq LIMIT $2::int
                     FOR UPDATE SKIP LOCKED) pick
             WHERE o.seq = pick.seq
         RETURNING o.seq, o.message_id, o.type, o.routing_key, o.body, o.created_at`,
-    values: [relay, limit, leaseMs],
+    values: producers === undefined ? [relay, limit, leaseMs] : [relay, limit, leaseMs, producers],
   };
 }
 
