@@ -1,6 +1,7 @@
 /**
  * `everdict` entry point. Exit codes: 0 ok, 1 the command failed, 2 usage or configuration error.
  */
+import { readFileSync } from 'node:fs';
 import { isEverdictError } from '@everdict/contracts';
 import { ConfigError } from '@everdict/service-kit';
 import { UsageError, parseInvocation } from './args.js';
@@ -22,12 +23,23 @@ commands:
               DATABASE_URL); --grant-to: give the services' ROLE row privileges only
 ${OPS_HELP}
   help        this text
+  --version   the CLI's version
 
 environment: DATABASE_URL, AMQP_URL (each secret also as X_FILE), EVERDICT_CONFIG, EVERDICT_DATA_DIR, PORT, LOG_LEVEL; EVERDICT_URL, EVERDICT_GATE_URL, EVERDICT_TOKEN`;
+
+/** The version of this CLI as its package declares it (dist/main.js and src/main.ts sit one level below it). */
+function cliVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version?: unknown };
+  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+}
 
 async function main(argv: readonly string[]): Promise<number> {
   // Operator commands have flags of their own (--decision, --mode, …); they parse their argv.
   const [word, ...rest] = argv;
+  if (word === '--version' || word === 'version') {
+    process.stdout.write(`everdict ${cliVersion()}\n`);
+    return 0;
+  }
   if (isOpsCommand(word)) return runOps(word, rest);
   const inv = parseInvocation(argv);
   switch (inv.command) {

@@ -8,10 +8,46 @@ BEGIN
 END;
 $$;
 
+CREATE FUNCTION public.tasks_charge_minutes() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF OLD.state = 'running' AND OLD.running_since IS NOT NULL THEN
+    NEW.budget_used_minutes := OLD.budget_used_minutes + extract(epoch FROM now() - OLD.running_since) / 60;
+  END IF;
+  IF OLD.state = 'parked' AND OLD.parked_at IS NOT NULL THEN
+    NEW.waiting_minutes := OLD.waiting_minutes + extract(epoch FROM now() - OLD.parked_at) / 60;
+  END IF;
+  NEW.running_since := CASE WHEN NEW.state = 'running' THEN now() ELSE NULL END;
+  RETURN NEW;
+END;
+$$;
+
+CREATE TABLE public.case_inputs (
+    input_key text NOT NULL,
+    case_id uuid NOT NULL,
+    origin_key text NOT NULL,
+    source text NOT NULL,
+    applied_as text NOT NULL,
+    question_id uuid,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT case_inputs_applied_as_check CHECK ((applied_as = ANY (ARRAY['opened'::text, 'answered'::text, 'appended'::text]))),
+    CONSTRAINT case_inputs_check CHECK (((applied_as = 'answered'::text) = (question_id IS NOT NULL))),
+    CONSTRAINT case_inputs_source_check CHECK ((source = ANY (ARRAY['mailbox'::text, 'webhook'::text, 'api'::text, 'schedule'::text])))
+);
+
+CREATE TABLE public.case_message_ids (
+    message_id text NOT NULL,
+    case_id uuid NOT NULL,
+    direction text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT case_message_ids_direction_check CHECK ((direction = ANY (ARRAY['received'::text, 'sent'::text])))
+);
+
 CREATE TABLE public.cases (
     id uuid NOT NULL,
     case_type text NOT NULL,
-    state text DEFAULT 'open'::text NOT NULL,
+    state text DEFAULT 'opened'::text NOT NULL,
     origin_key text NOT NULL,
     customer text NOT NULL,
     title text DEFAULT ''::text NOT NULL,
@@ -21,7 +57,9 @@ CREATE TABLE public.cases (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     stop_mode text,
-    CONSTRAINT cases_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'resolved'::text, 'closed'::text, 'cancelled'::text]))),
+    state_reason text,
+    state_since timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT cases_state_check CHECK ((state = ANY (ARRAY['opened'::text, 'running'::text, 'parked'::text, 'at_gate'::text, 'held'::text, 'resolved'::text, 'closed'::text, 'cancelled'::text]))),
     CONSTRAINT cases_stop_mode_check CHECK ((stop_mode = ANY (ARRAY['hard'::text, 'soft'::text])))
 );
 
@@ -104,6 +142,21 @@ CREATE TABLE public.effect_dispatches (
     CONSTRAINT effect_dispatches_waiting_iff_coordination CHECK (((state = 'coordination'::text) = (waiting_key IS NOT NULL)))
 );
 
+CREATE TABLE public.effect_operator_outcomes (
+    id uuid NOT NULL,
+    call_id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    outcome text NOT NULL,
+    principal text NOT NULL,
+    evidence text NOT NULL,
+    proof_paper_id uuid,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT effect_operator_outcomes_attempt_check CHECK ((attempt >= 1)),
+    CONSTRAINT effect_operator_outcomes_evidence_check CHECK (((length(evidence) >= 1) AND (length(evidence) <= 4000))),
+    CONSTRAINT effect_operator_outcomes_outcome_check CHECK ((outcome = ANY (ARRAY['applied'::text, 'not_applied'::text, 'partly_applied'::text])))
+);
+
 CREATE TABLE public.fleet_stop_events (
     seq bigint NOT NULL,
     action text NOT NULL,
@@ -154,6 +207,10 @@ CREATE TABLE public.gates (
     summary text,
     reason text,
     kind text DEFAULT 'write'::text NOT NULL,
+    deadline_at timestamp with time zone,
+    escalated_at timestamp with time zone,
+    escalations integer DEFAULT 0 NOT NULL,
+    CONSTRAINT gates_escalations_check CHECK ((escalations >= 0)),
     CONSTRAINT gates_kind_check CHECK ((kind = ANY (ARRAY['write'::text, 'consent'::text]))),
     CONSTRAINT gates_open_has_packet CHECK (((state <> 'open'::text) OR (kind = 'consent'::text) OR ((packet_paper_id IS NOT NULL) AND (packet_revision IS NOT NULL)))),
     CONSTRAINT gates_state_check CHECK ((state = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'revoked'::text])))
@@ -319,6 +376,10 @@ CREATE TABLE public.questions (
     answered_at timestamp with time zone,
     asked_by uuid,
     kind text DEFAULT 'agent'::text NOT NULL,
+    deadline_at timestamp with time zone,
+    escalated_at timestamp with time zone,
+    escalations integer DEFAULT 0 NOT NULL,
+    CONSTRAINT questions_escalations_check CHECK ((escalations >= 0)),
     CONSTRAINT questions_kind_check CHECK ((kind = ANY (ARRAY['agent'::text, 'versions'::text])))
 );
 
@@ -407,6 +468,8 @@ CREATE TABLE public.tasks (
     context jsonb,
     wake_at timestamp with time zone,
     cancel_requested text,
+    running_since timestamp with time zone,
+    waiting_minutes numeric DEFAULT 0 NOT NULL,
     CONSTRAINT tasks_cancel_requested_check CHECK ((cancel_requested = ANY (ARRAY['hard'::text, 'soft'::text]))),
     CONSTRAINT tasks_depth_check CHECK ((depth >= 0)),
     CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text, 'consent'::text]))),
@@ -444,6 +507,12 @@ ALTER TABLE ONLY public.outbox_messages ALTER COLUMN seq SET DEFAULT nextval('pu
 
 ALTER TABLE ONLY public.task_notes ALTER COLUMN seq SET DEFAULT nextval('public.task_notes_seq_seq'::regclass);
 
+ALTER TABLE ONLY public.case_inputs
+    ADD CONSTRAINT case_inputs_pkey PRIMARY KEY (input_key);
+
+ALTER TABLE ONLY public.case_message_ids
+    ADD CONSTRAINT case_message_ids_pkey PRIMARY KEY (message_id);
+
 ALTER TABLE ONLY public.cases
     ADD CONSTRAINT cases_origin_key_key UNIQUE (origin_key);
 
@@ -470,6 +539,9 @@ ALTER TABLE ONLY public.decisions
 
 ALTER TABLE ONLY public.effect_dispatches
     ADD CONSTRAINT effect_dispatches_pkey PRIMARY KEY (grant_id);
+
+ALTER TABLE ONLY public.effect_operator_outcomes
+    ADD CONSTRAINT effect_operator_outcomes_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY public.fleet_stop_events
     ADD CONSTRAINT fleet_stop_events_pkey PRIMARY KEY (seq);
@@ -561,7 +633,17 @@ ALTER TABLE ONLY public.turn_checkpoints
 ALTER TABLE ONLY public.version_decisions
     ADD CONSTRAINT version_decisions_pkey PRIMARY KEY (task_id, versions_hash);
 
+CREATE INDEX case_inputs_case_idx ON public.case_inputs USING btree (case_id, created_at);
+
+CREATE INDEX case_message_ids_case_idx ON public.case_message_ids USING btree (case_id);
+
 CREATE INDEX cases_customer_created_idx ON public.cases USING btree (customer, created_at DESC, id DESC);
+
+CREATE INDEX cases_state_idx ON public.cases USING btree (state, created_at DESC);
+
+CREATE UNIQUE INDEX cost_ledger_call_idx ON public.cost_ledger USING btree (call_id) WHERE (call_id IS NOT NULL);
+
+CREATE INDEX cost_ledger_case_idx ON public.cost_ledger USING btree (case_id);
 
 CREATE INDEX effect_dispatches_call_idx ON public.effect_dispatches USING btree (call_id) WHERE (call_id IS NOT NULL);
 
@@ -569,7 +651,11 @@ CREATE INDEX effect_dispatches_due_idx ON public.effect_dispatches USING btree (
 
 CREATE INDEX effect_dispatches_waiting_idx ON public.effect_dispatches USING btree (waiting_key) WHERE (state = 'coordination'::text);
 
+CREATE INDEX effect_operator_outcomes_call_idx ON public.effect_operator_outcomes USING btree (call_id, attempt);
+
 CREATE INDEX gates_case_idx ON public.gates USING btree (case_id);
+
+CREATE INDEX gates_deadline_idx ON public.gates USING btree (deadline_at) WHERE ((state = 'open'::text) AND (deadline_at IS NOT NULL));
 
 CREATE INDEX gates_expiry_idx ON public.gates USING btree (expires_at) WHERE ((state = 'open'::text) AND (expires_at IS NOT NULL));
 
@@ -584,6 +670,8 @@ CREATE INDEX impact_claims_call_idx ON public.impact_claims USING btree (call_id
 CREATE INDEX outbox_unpublished_idx ON public.outbox_messages USING btree (seq) WHERE (published_at IS NULL);
 
 CREATE INDEX questions_case_idx ON public.questions USING btree (case_id);
+
+CREATE INDEX questions_deadline_idx ON public.questions USING btree (deadline_at) WHERE ((answer IS NULL) AND (deadline_at IS NOT NULL));
 
 CREATE INDEX questions_open_idx ON public.questions USING btree (case_id) WHERE (answer IS NULL);
 
@@ -604,6 +692,17 @@ CREATE INDEX tasks_wake_idx ON public.tasks USING btree (wake_at) WHERE ((state 
 CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
 
 CREATE TRIGGER ledger_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
+
+CREATE TRIGGER tasks_charge_minutes BEFORE UPDATE OF state ON public.tasks FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.tasks_charge_minutes();
+
+ALTER TABLE ONLY public.case_inputs
+    ADD CONSTRAINT case_inputs_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.case_inputs
+    ADD CONSTRAINT case_inputs_question_id_fkey FOREIGN KEY (question_id) REFERENCES public.questions(id);
+
+ALTER TABLE ONLY public.case_message_ids
+    ADD CONSTRAINT case_message_ids_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
 ALTER TABLE ONLY public.consents
     ADD CONSTRAINT consents_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
@@ -637,6 +736,9 @@ ALTER TABLE ONLY public.effect_dispatches
 
 ALTER TABLE ONLY public.effect_dispatches
     ADD CONSTRAINT effect_dispatches_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.effect_operator_outcomes
+    ADD CONSTRAINT effect_operator_outcomes_call_id_fkey FOREIGN KEY (call_id) REFERENCES public.runtime_calls(id);
 
 ALTER TABLE ONLY public.gates
     ADD CONSTRAINT gates_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);

@@ -20,6 +20,7 @@ import pg from 'pg';
 import { buildEnvelope, canonicalJson, encodeEnvelope, newId, sealPacket, sha256Hex, systemClock } from '@everdict/contracts';
 import type { EffectCheck, EffectPacket, FleetConfig } from '@everdict/contracts';
 import { deleteTopology, loadTopology } from '@everdict/bus';
+import { declaredTemplateHash } from '@everdict/connectors';
 import { PACKET_PAPER_SCHEMA, Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
@@ -176,14 +177,20 @@ export function fleetConfig(): FleetConfig {
 
 // ------------------------------------------------------------------------------- packets
 
+/** The template hash `writes.propose` pins for a declared write of the fixture's connectors (none for an undeclared one). */
+export function pinnedTemplate(connector: 'billing' | 'estate', operation: string, connectors = agentConnectors()): { templateHash?: string } {
+  const hash = declaredTemplateHash(connector, connectors[connector]!, operation);
+  return hash === undefined ? {} : { templateHash: hash };
+}
+
 export function creditPacket(caseId: string, o: { account: string; amountCents: number; planStepId?: string; impactKeys?: string[]; environment?: string; operation?: string; assertions?: EffectCheck[] }): EffectPacket {
   return {
     packetVersion: 1,
     caseId,
     planStepId: o.planStepId ?? `credit-${o.account}`,
     planRevision: 1,
-    shapeVersion: 'v1',
-    operation: { connector: 'billing', name: o.operation ?? 'accounts.credit' },
+    shapeVersion: '1',
+    operation: { connector: 'billing', name: o.operation ?? 'accounts.credit', ...pinnedTemplate('billing', o.operation ?? 'accounts.credit') },
     effectClass: 'payment',
     target: { connector: 'billing', system: 'billing', environment: o.environment ?? 'test' },
     params: { accountId: o.account, amountCents: o.amountCents },
@@ -202,8 +209,8 @@ export function entryPacket(caseId: string, o: { entryId: string; account: strin
     caseId,
     planStepId: `entry-${o.entryId}`,
     planRevision: 1,
-    shapeVersion: 'v1',
-    operation: { connector: 'estate', name: 'entries.add' },
+    shapeVersion: '1',
+    operation: { connector: 'estate', name: 'entries.add', ...pinnedTemplate('estate', 'entries.add') },
     effectClass: 'ddl',
     target: { connector: 'estate', system: 'ledger-db', environment: 'test' },
     params: { entryId: o.entryId, account: o.account, amount: o.amount },

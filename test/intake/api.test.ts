@@ -99,7 +99,7 @@ describe('reads enforce ownership', () => {
     const id = opened.body['caseId'] as string;
     const mine = await call(f.url, 'GET', `/v1/cases/${id}`, { token: TOKENS.acme });
     expect(mine.status).toBe(200);
-    expect(mine.body).toMatchObject({ caseId: id, customer: 'acme', caseType: 'support', state: 'open', gates: [], openQuestions: [] });
+    expect(mine.body).toMatchObject({ caseId: id, customer: 'acme', caseType: 'support', state: 'opened', gates: [], openQuestions: [] });
     const tasks = mine.body['tasks'] as { id: string; profile: string; children: unknown[] }[];
     expect(tasks).toHaveLength(1);
     expect(tasks[0]!.profile).toBe('p');

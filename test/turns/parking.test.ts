@@ -137,7 +137,8 @@ describe('parking, restore failures, budgets and route swaps', () => {
     const { caseId, taskId } = await fx.openCase('swap', 'be served');
     await parkedOn(taskId, 'question');
     const rowOf = async () => (await fx.rows('SELECT id, case_id, parent_id, profile, profile_version, objective, context, root_task_id, depth FROM tasks WHERE id = $1', [taskId]))[0];
-    const caseRow = async () => (await fx.rows('SELECT * FROM cases WHERE id = $1', [caseId]))[0];
+    // The lifecycle columns follow the task (parked → running → resolved, §11.1); the rest must not move.
+    const caseRow = async () => (await fx.rows('SELECT * FROM cases WHERE id = $1', [caseId])).map(({ state: _s, state_reason: _r, state_since: _t, row_version: _v, updated_at: _u, ...rest }) => rest)[0];
     const [taskBefore, caseBefore] = [await rowOf(), await caseRow()];
 
     // A broken file is refused with its field named; the process stays up on the old config.

@@ -1,6 +1,6 @@
 /**
  * Operator commands (DESIGN §7): `cases`, `case <id>`, `gates`, `decide`, `answer`, `cancel`,
- * `resume`, `top-up`, `fleet`. Each talks to the HTTP API as the principal of EVERDICT_TOKEN — the server enforces
+ * `resume`, `top-up`, `fleet`, `verify`, `ledger`, `gate`, `revoke` (ledgerOps.ts). Each talks to the HTTP API as the principal of EVERDICT_TOKEN — the server enforces
  * roles and ownership, the CLI holds no authority of its own. Human-readable by default,
  * one JSON document with `--json`.
  */
@@ -10,13 +10,28 @@ import { emit } from '../output.js';
 import { apiTarget, request } from './client.js';
 import type { ApiTarget } from './client.js';
 import { caseText, casesText, fleetStopsText, fleetText, gatesText } from './format.js';
+import { gateCommand, ledgerCommand, pollInterval, revokeCommand, verifyCommand } from './ledgerOps.js';
+import { outcomeCommand } from './outcomeOps.js';
 import type { CaseDetailView, CaseSummaryView, FleetStopView, FleetView, GateView } from './format.js';
 
-const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet'] as const;
+const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet', 'verify', 'ledger', 'gate', 'revoke', 'outcome'] as const;
 type OpsCommand = (typeof OPS_COMMANDS)[number];
 
-export const OPS_HELP = `  cases [--state S] [--limit N]       cases the token's principal may see, newest first
-  case <caseId>                       state, task tree, plan, gates, open questions
+export const OPS_HELP = `  cases [--state S] [--limit N] [--before ID]
+                                      cases the token's principal may see, newest first; S is one of
+                                      opened running parked at_gate held resolved closed cancelled
+                                      (a parked case shows its reason class, every case its age)
+  case <caseId>                       state, task tree with costs (tokens, cost, active/waiting minutes), plan,
+                                      gates, open questions; the case total sums every task
+  verify <caseId>                     recompute the case's ledger chain; prints the head (seq + hash) — keep it:
+                                      a later head at a lower seq or another hash means a removed tail. Exit 1 if broken
+  ledger <caseId> [--follow] [--interval-ms N]
+                                      the case's ledger records, one a line; --follow keeps printing new ones
+  gate <gateId>                       one gate with its whole packet
+  revoke <gateId> [--reason R]        revoke a gate's grant (operator, or a holder of one of its roles)
+  outcome <callId> --applied|--not-applied|--partly-applied --evidence TEXT [--proof PAPER]
+                                      record what landed for an effect call in doubt (operator, or a role that
+                                      decided its gate); only applied / not applied release its impact keys
   gates [--state open|approved|…]     gates the principal may decide
   decide <gateId> --decision D --verdict approve|reject --digest sha256:… [--reason R]
   answer <questionId> <text…>         answer a question that parked a task
@@ -41,6 +56,7 @@ interface OpsArgs {
   json: boolean;
   state?: string;
   limit?: string;
+  before?: string;
   decision?: string;
   verdict?: string;
   digest?: string;
@@ -53,6 +69,13 @@ interface OpsArgs {
   minutes?: string;
   hard?: boolean;
   soft?: boolean;
+  follow?: boolean;
+  'interval-ms'?: string;
+  applied?: boolean;
+  'not-applied'?: boolean;
+  'partly-applied'?: boolean;
+  evidence?: string;
+  proof?: string;
 }
 
 function parseOps(argv: readonly string[]): OpsArgs {
@@ -65,6 +88,7 @@ function parseOps(argv: readonly string[]): OpsArgs {
         json: { type: 'boolean', default: false },
         state: { type: 'string' },
         limit: { type: 'string' },
+        before: { type: 'string' },
         decision: { type: 'string' },
         verdict: { type: 'string' },
         digest: { type: 'string' },
@@ -77,12 +101,24 @@ function parseOps(argv: readonly string[]): OpsArgs {
         minutes: { type: 'string' },
         hard: { type: 'boolean' },
         soft: { type: 'boolean' },
+        follow: { type: 'boolean' },
+        'interval-ms': { type: 'string' },
+        applied: { type: 'boolean' },
+        'not-applied': { type: 'boolean' },
+        'partly-applied': { type: 'boolean' },
+        evidence: { type: 'string' },
+        proof: { type: 'string' },
       },
     });
     const out: OpsArgs = { positionals, json: values.json ?? false };
-    for (const k of ['state', 'limit', 'decision', 'verdict', 'digest', 'reason', 'mode', 'task', 'turns', 'tool-calls', 'tokens', 'minutes'] as const) if (values[k] !== undefined) out[k] = values[k];
+    for (const k of ['state', 'limit', 'before', 'decision', 'verdict', 'digest', 'reason', 'mode', 'task', 'turns', 'tool-calls', 'tokens', 'minutes'] as const) if (values[k] !== undefined) out[k] = values[k];
     if (values.hard) out.hard = true;
     if (values.soft) out.soft = true;
+    if (values.follow) out.follow = true;
+    if (values['interval-ms'] !== undefined) out['interval-ms'] = values['interval-ms'];
+    for (const k of ['applied', 'not-applied', 'partly-applied'] as const) if (values[k]) out[k] = true;
+    if (values.evidence !== undefined) out.evidence = values.evidence;
+    if (values.proof !== undefined) out.proof = values.proof;
     return out;
   } catch (err) {
     throw new UsageError((err as Error).message);
@@ -124,8 +160,9 @@ export async function runOps(command: OpsCommand, argv: readonly string[], env: 
       const q = new URLSearchParams();
       if (a.state) q.set('state', a.state);
       if (a.limit) q.set('limit', a.limit);
+      if (a.before) q.set('before', a.before);
       const r = await request<{ cases: CaseSummaryView[]; next: string | null }>(t.url, t.token, 'GET', `/v1/cases${q.size ? `?${q}` : ''}`);
-      emit(a.json, r, () => casesText(r.cases) + (r.next ? `\n(more: --before is ${r.next})` : ''));
+      emit(a.json, r, () => casesText(r.cases) + (r.next ? `\n(more: --before ${r.next})` : ''));
       return 0;
     }
     case 'case': {
@@ -177,6 +214,28 @@ export async function runOps(command: OpsCommand, argv: readonly string[], env: 
     }
     case 'fleet':
       return fleetCommand(t, a);
+    case 'verify':
+      return verifyCommand(t, one(a, 'case id'), a.json);
+    case 'ledger': {
+      const id = one(a, 'case id');
+      const pollMs = pollInterval(a['interval-ms']);
+      const stop = new AbortController();
+      const onSignal = () => stop.abort();
+      process.once('SIGINT', onSignal);
+      process.once('SIGTERM', onSignal);
+      try {
+        return await ledgerCommand(t, id, { json: a.json, follow: a.follow ?? false, pollMs, signal: stop.signal });
+      } finally {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+      }
+    }
+    case 'gate':
+      return gateCommand(t, one(a, 'gate id'), a.json);
+    case 'revoke':
+      return revokeCommand(t, one(a, 'gate id'), a.reason, a.json);
+    case 'outcome':
+      return outcomeCommand(t, one(a, 'effect call id'), a, a.json);
   }
 }
 

@@ -11,18 +11,48 @@ export interface CaseSummaryView {
   caseId: string;
   caseType: string;
   state: string;
+  /** A parked case's reason class (question, gate, budget, …, or unreconciled). */
+  parkedReason?: string | null;
+  /** When the case entered its state. */
+  stateSince?: string;
   customer: string;
   title: string;
   stopMode: string | null;
   createdAt: string;
 }
 
-export function casesText(cases: readonly CaseSummaryView[]): string {
+/** How long ago `since` was, relative to `now`, as 42s / 5m / 3h / 2d. */
+export function ageText(since: string, now: Date): string {
+  const s = Math.max(0, Math.floor((now.getTime() - Date.parse(since)) / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172_800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86_400)}d`;
+}
+
+/** The STATE column: a parked case shows its reason class, every case its age in the state. */
+function stateText(c: CaseSummaryView, now: Date): string {
+  const reason = c.state === 'parked' && c.parkedReason ? `:${c.parkedReason}` : '';
+  const age = c.stateSince ? ` ${ageText(c.stateSince, now)}` : '';
+  return `${c.state}${reason}${age}${c.stopMode ? ` (stop ${c.stopMode})` : ''}`;
+}
+
+export function casesText(cases: readonly CaseSummaryView[], now: Date = new Date()): string {
   if (cases.length === 0) return 'no cases';
   return table(
     ['CASE', 'TYPE', 'STATE', 'CUSTOMER', 'CREATED', 'TITLE'],
-    cases.map((c) => [c.caseId, c.caseType, c.state + (c.stopMode ? ` (stop ${c.stopMode})` : ''), c.customer, c.createdAt, c.title]),
+    cases.map((c) => [c.caseId, c.caseType, stateText(c, now), c.customer, c.createdAt, c.title]),
   );
+}
+
+/** Model usage and minutes; `null` = unknown (a provider did not report it), never shown as 0. */
+export interface CostsView {
+  modelCalls: number;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  cost: number | null;
+  activeMinutes: number;
+  waitingMinutes: number;
 }
 
 interface TaskNodeView {
@@ -30,18 +60,63 @@ interface TaskNodeView {
   profile: string;
   state: string;
   parkReason: string | null;
+  /** Absent from an intake older than costs. */
+  costs?: CostsView;
   children: TaskNodeView[];
+}
+
+const unknownOr = (v: number | null) => (v === null ? 'unknown' : String(v));
+const minutes = (m: number) => (Math.round(m * 100) / 100).toFixed(2);
+
+/** `calls 3  tokens in 120 out 45  cost unknown  active 0.12m  waiting 1.50m` */
+export function costsLine(c: CostsView): string {
+  return `calls ${c.modelCalls}  tokens in ${unknownOr(c.inputTokens)} out ${unknownOr(c.outputTokens)}  cost ${unknownOr(c.cost)}  active ${minutes(c.activeMinutes)}m  waiting ${minutes(c.waitingMinutes)}m`;
 }
 
 export interface CaseDetailView extends CaseSummaryView {
   tasks: TaskNodeView[];
+  /** The case total (every task, children included); absent from an intake older than costs. */
+  costs?: CostsView;
   plan: { taskId: string; stepId: string; title: string; status: string }[];
-  gates: { id: string; state: string; operation: string; effectClass: string }[];
-  openQuestions: { id: string; taskId: string; gap: string; decisionNeeded: string }[];
+  gates: { id: string; state: string; operation: string; effectClass: string; deadlineAt?: string | null; escalations?: number }[];
+  openQuestions: { id: string; taskId: string; gap: string; decisionNeeded: string; deadlineAt?: string | null; escalations?: number }[];
+  /** Per task: plan revisions and the current projection; absent from an intake older than item 9. */
+  plans?: PlanView[];
+  /** Parked tasks an expired deadline handed to an operator. */
+  awaitingOperator?: { taskId: string; reason: string; since: string }[];
+}
+
+export interface PlanView {
+  taskId: string;
+  parentTaskId: string | null;
+  root: boolean;
+  latestRevision: number;
+  confirmedRevision: number | null;
+  revisions: { revision: number; steps: { stepId: string; title: string }[]; submittedAt: string; confirmation: { by: string | null; at: string } | null }[];
+  current: { stepId: string; title: string; status: string }[];
+}
+
+function planLines(p: PlanView): string[] {
+  const who = p.root ? 'root' : `child of ${p.parentTaskId ?? '?'}`;
+  return [
+    `  ${p.taskId} (${who})  revision ${p.latestRevision}  confirmed ${p.confirmedRevision ?? 'none'}`,
+    ...p.revisions.map((r) => `    r${r.revision} ${r.submittedAt}  ${r.confirmation ? `confirmed ${r.confirmation.at}` : 'unconfirmed'}  ${r.steps.map((s) => s.stepId).join(', ')}`),
+    ...p.current.map((s) => `    [${s.status}] ${s.stepId} ${s.title}`),
+  ];
+}
+
+/** ` deadline <iso> (escalated 1×)` or nothing when no deadline is set. */
+function deadlineText(d: { deadlineAt?: string | null; escalations?: number }): string {
+  if (!d.deadlineAt) return '';
+  return `  deadline ${d.deadlineAt}${d.escalations ? ` (escalated ${d.escalations}×)` : ''}`;
 }
 
 function treeLines(nodes: readonly TaskNodeView[], indent: string): string[] {
-  return nodes.flatMap((n) => [`${indent}${n.id}  ${n.profile}  ${n.state}${n.parkReason ? ` (${n.parkReason})` : ''}`, ...treeLines(n.children, `${indent}  `)]);
+  return nodes.flatMap((n) => [
+    `${indent}${n.id}  ${n.profile}  ${n.state}${n.parkReason ? ` (${n.parkReason})` : ''}`,
+    ...(n.costs ? [`${indent}  ${costsLine(n.costs)}`] : []),
+    ...treeLines(n.children, `${indent}  `),
+  ]);
 }
 
 export function caseText(c: CaseDetailView): string {
@@ -53,9 +128,13 @@ export function caseText(c: CaseDetailView): string {
     'tasks:',
     ...treeLines(c.tasks, '  '),
   ];
-  if (c.plan.length) out.push('', 'plan:', ...c.plan.map((s) => `  [${s.status}] ${s.stepId} ${s.title}`));
-  if (c.gates.length) out.push('', 'gates:', ...c.gates.map((g) => `  ${g.id}  ${g.state}  ${g.operation} (${g.effectClass})`));
-  if (c.openQuestions.length) out.push('', 'open questions:', ...c.openQuestions.map((q) => `  ${q.id}  ${q.decisionNeeded}: ${q.gap}`));
+  if (c.costs) out.push('', `total: ${costsLine(c.costs)}`);
+  if (c.plans) {
+    if (c.plans.length) out.push('', 'plans:', ...c.plans.flatMap(planLines));
+  } else if (c.plan.length) out.push('', 'plan:', ...c.plan.map((s) => `  [${s.status}] ${s.stepId} ${s.title}`));
+  if (c.gates.length) out.push('', 'gates:', ...c.gates.map((g) => `  ${g.id}  ${g.state}  ${g.operation} (${g.effectClass})${deadlineText(g)}`));
+  if (c.openQuestions.length) out.push('', 'open questions:', ...c.openQuestions.map((q) => `  ${q.id}  ${q.decisionNeeded}: ${q.gap}${deadlineText(q)}`));
+  if (c.awaitingOperator?.length) out.push('', 'awaiting an operator:', ...c.awaitingOperator.map((a) => `  ${a.taskId}  since ${a.since}: ${a.reason}`));
   return out.join('\n');
 }
 
@@ -118,4 +197,35 @@ export function fleetText(f: FleetView): string {
     '',
     f.queues.length ? table(['QUEUE', 'MESSAGES', 'CONSUMERS'], f.queues.map((q) => [q.queue, q.messages < 0 ? 'missing' : String(q.messages), q.consumers < 0 ? '-' : String(q.consumers)])) : 'queues: not reported',
   ].join('\n');
+}
+
+export interface VerifyView {
+  caseId: string;
+  ok: boolean;
+  records: number;
+  problem?: { seq: number; reason: string };
+  head: { seq: number; hash: string } | null;
+  lastRecord: { seq: number; hash: string } | null;
+}
+
+/** The verdict and the head: keep the head line to detect a later truncated tail. */
+export function verifyText(v: VerifyView): string {
+  return [
+    `ledger of case ${v.caseId}: ${v.ok ? 'chain verified' : `BROKEN at seq ${v.problem?.seq ?? '?'} (${v.problem?.reason ?? 'unknown'})`}, ${v.records} record(s)`,
+    `head ${v.head ? `seq ${v.head.seq} ${v.head.hash}` : 'none (no record)'}`,
+    ...(v.ok || v.lastRecord === null ? [] : [`last record read: seq ${v.lastRecord.seq} ${v.lastRecord.hash}`]),
+  ].join('\n');
+}
+
+export interface LedgerEntryView {
+  seq: number;
+  kind: string;
+  createdAt: string;
+  hash: string;
+  body: unknown;
+}
+
+/** One record a line: seq, time, kind, hash, then the body as compact JSON. */
+export function ledgerEntryLine(e: LedgerEntryView): string {
+  return `${e.seq}  ${e.createdAt}  ${e.kind}  ${e.hash}  ${JSON.stringify(e.body)}`;
 }

@@ -36,7 +36,7 @@ export const INTRINSIC_DESCRIPTORS: Readonly<Record<IntrinsicToolName, ToolDescr
       },
     },
   }),
-  plan: kernelTool('plan', 'Draft or revise your plan: steps with stable ids and their dependencies. Your parent (or a human, at the root) confirms it.', {
+  plan: kernelTool('plan', "Draft or revise your plan: steps with stable ids and their dependencies. Each call records a new immutable revision that operators see in the case view. A sub-agent's revision is confirmed when it reaches its parent in order (the parent is told); a root's revision is recorded, not confirmed. Confirmation only orders work: it never approves an effect (writes still need their gate). You cannot mark a step done: the platform projects a step done only after its effect's assertion passed.", {
     type: 'object',
     additionalProperties: false,
     required: ['steps'],

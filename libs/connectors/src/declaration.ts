@@ -16,6 +16,7 @@ import type { JsonValue } from './connector.js';
 import type { HttpOperationConfig, HttpServiceConfig } from './http/config.js';
 import type { ParamSpec } from './params.js';
 import type { PgSelectConfig, PgTemplateConfig, PostgresEstateConfig } from './postgres/config.js';
+import { httpOperationHash, pgTemplateHash } from './template-hash.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 export type FleetConnectors = NonNullable<FleetConfig['connectors']>;
@@ -74,6 +75,7 @@ function httpConfig(name: string, c: FleetHttpConnector, env: Env): HttpServiceC
             params: paramSpecs(spec.params),
             ...(spec.effectClass === undefined ? {} : { effectClass: spec.effectClass }),
             ...(spec.idempotent === undefined ? {} : { idempotent: spec.idempotent }),
+            ...(spec.postState === undefined ? {} : { postState: { ...spec.postState, equals: spec.postState.equals as JsonValue } }),
           },
         ],
   );
@@ -85,7 +87,7 @@ function httpConfig(name: string, c: FleetHttpConnector, env: Env): HttpServiceC
     ...(Object.keys(headers).length > 0 ? { headers } : {}),
     ...(c.timeoutMs === undefined ? {} : { timeoutMs: c.timeoutMs }),
     ...(c.maxResponseBytes === undefined ? {} : { maxResponseBytes: c.maxResponseBytes }),
-    receipts: c.receipts,
+    ...(c.receipts === undefined ? {} : { receipts: c.receipts }),
     operations,
   };
 }
@@ -122,6 +124,20 @@ function postgresConfig(name: string, c: FleetPostgresConnector): PostgresEstate
     ...(c.readRole === undefined ? {} : { readRole: c.readRole }),
     ...(select === undefined ? {} : { select }),
   };
+}
+
+/**
+ * The template hash the connector built from `declaration` registers for its write `operation`
+ * (undefined when the declaration has no such write). Pure: endpoints and credentials are not
+ * part of a template, so no environment is needed.
+ */
+export function declaredTemplateHash(name: string, declaration: FleetHttpConnector | FleetPostgresConnector, operation: string): string | undefined {
+  if (declaration.kind === 'http') {
+    const op = httpConfig(name, declaration, {}).operations.find((o) => o.name === operation && o.kind === 'mutate');
+    return op === undefined ? undefined : httpOperationHash(op);
+  }
+  const t = postgresConfig(name, declaration).templates.find((o) => o.name === operation && o.kind === 'mutate');
+  return t === undefined ? undefined : pgTemplateHash(t);
 }
 
 /**

@@ -14,6 +14,7 @@ export * from './admission.js';
 export * from './checks.js';
 export * from './retry.js';
 export * from './template-hash.js';
+export * from './postState.js';
 export type { HttpServiceConfig } from './http/config.js';
 export { HttpServiceConnector } from './http/connector.js';
 export { classifyMutation, classifyReceiptLookup } from './http/classify.js';

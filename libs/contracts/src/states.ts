@@ -17,8 +17,15 @@ export type CallStatus = (typeof CALL_STATUSES)[number];
 export const WHAT_LANDED = ['applied', 'not_applied', 'partly_applied', 'unknown'] as const;
 export type WhatLanded = (typeof WHAT_LANDED)[number];
 
-/** CASES.state (§11.1 state table, engine subset). */
-export const CASE_STATES = ['open', 'running', 'resolved', 'closed', 'cancelled'] as const;
+/**
+ * CASES.state (§11.1 state table), derived from committed task, gate and dispatch records
+ * (libs/store caseState): opened (stored, no task has run) · running (a task active) · parked
+ * (every task waits; the reason class in CASES.state_reason) · at_gate (a human decision open) ·
+ * held (approved work waiting for execution) · resolved (the root done and every write verified)
+ * · closed (by the customer only) · cancelled (hard cancel). Cases never expire.
+ */
+export const CASE_STATES = ['opened', 'running', 'parked', 'at_gate', 'held', 'resolved', 'closed', 'cancelled'] as const;
+export type CaseState = (typeof CASE_STATES)[number];
 
 /** GATES.state. */
 export const GATE_STATES = ['open', 'approved', 'rejected', 'expired', 'revoked'] as const;

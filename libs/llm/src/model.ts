@@ -35,6 +35,8 @@ export interface ModelRequest {
 export interface ModelUsage {
   readonly inputTokens: number | null;
   readonly outputTokens: number | null;
+  /** Cost as the provider reported it (e.g. OpenRouter's `usage.cost`); absent/null: not reported. */
+  readonly cost?: number | null;
 }
 
 export interface ModelOutput {

@@ -52,6 +52,8 @@ export function openAiRequestBody(model: string, req: ModelRequest, maxOutputTok
 }
 
 const count = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : null);
+/** A cost the provider reported (OpenRouter and some gateways send `usage.cost`); absent when it sent none. */
+const reportedCost = (v: unknown): { cost?: number } => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? { cost: v } : {});
 
 /** Parses a 2xx Chat Completions body; anything that is not that shape is a malformed response. */
 export function parseOpenAiResponse(raw: string): ModelReply {
@@ -83,7 +85,7 @@ export function parseOpenAiResponse(raw: string): ModelReply {
   const usage = body?.usage as Record<string, unknown> | undefined;
   return {
     output: { text: typeof content === 'string' ? content : null, toolCalls },
-    usage: { inputTokens: count(usage?.prompt_tokens), outputTokens: count(usage?.completion_tokens) },
+    usage: { inputTokens: count(usage?.prompt_tokens), outputTokens: count(usage?.completion_tokens), ...reportedCost(usage?.cost) },
     finishReason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
     providerModel: typeof body?.model === 'string' ? body.model : null,
     raw,

@@ -7,7 +7,9 @@
  */
 import { stopAfter } from '@everdict/contracts';
 import type { CancelMode } from '@everdict/contracts';
+import { refreshCaseState } from './caseState.js';
 import type { Queryable } from './db.js';
+import { lockCaseForState } from './sql/caseState.js';
 import { liftSoftCaseStop, lockCaseStop, selectCaseTask, selectRootTask, setCaseStop } from './sql/cases.js';
 import type { UnitOfWork } from './unitOfWork.js';
 
@@ -23,9 +25,12 @@ export async function taskOfCase(q: Queryable, caseId: string, taskId: string): 
 
 /** Stops the case (`requested` on top of whatever stop it has); returns the stop now in force. */
 export async function stopCase(uow: UnitOfWork, caseId: string, requested: CancelMode): Promise<{ stopMode: CancelMode; previous: CancelMode | null }> {
+  // The ledger head before the case row: the lock order of every case-row writer (caseState.ts).
+  await uow.query(lockCaseForState(caseId));
   const previous = (await uow.query<{ stop_mode: CancelMode | null }>(lockCaseStop(caseId))).rows[0]?.stop_mode ?? null;
   const stopMode = stopAfter(previous, requested);
   await uow.query(setCaseStop(caseId, stopMode));
+  if (stopMode === 'hard') await refreshCaseState(uow, caseId, { cause: 'case_hard_cancel' });
   return { stopMode, previous };
 }
 
@@ -34,6 +39,7 @@ export async function stopCase(uow: UnitOfWork, caseId: string, requested: Cance
  * and nothing changes. A case without a stop has nothing to lift, which is not a refusal.
  */
 export async function liftSoftStop(uow: UnitOfWork, caseId: string): Promise<{ refused: boolean; previous: CancelMode | null }> {
+  await uow.query(lockCaseForState(caseId));
   const previous = (await uow.query<{ stop_mode: CancelMode | null }>(lockCaseStop(caseId))).rows[0]?.stop_mode ?? null;
   if (previous === 'hard') return { refused: true, previous };
   if (previous === 'soft') await uow.query(liftSoftCaseStop(caseId));

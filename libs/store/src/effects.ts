@@ -14,6 +14,7 @@
  */
 import { buildEnvelope, encodeEnvelope, sha256Hex, systemClock, trustLabelFor, validatePacket } from '@everdict/contracts';
 import type { CurrentVersion, EffectPacket, GateState, MessageType, PayloadOf, SenderService, Verdict, WhatLanded } from '@everdict/contracts';
+import { refreshCaseState } from './caseState.js';
 import type { Queryable } from './db.js';
 import { PaperCorrupt, PaperMissing } from './errors.js';
 import {
@@ -43,7 +44,7 @@ import type { GrantRow } from './sql/grants.js';
 import { claimImpactKey, releaseImpactKeys, selectImpactHolder, wakeImpactWaiters, wakeOrphanedWaiters } from './sql/impact.js';
 import type { ImpactHolderRow } from './sql/impact.js';
 import { selectPaperRevision } from './sql/papers.js';
-import type { UnitOfWork } from './unitOfWork.js';
+import { UnitOfWork } from './unitOfWork.js';
 
 export type { DispatchRow, EffectCallRow } from './sql/effects.js';
 export type { DecisionRow, GateRow, RequiredDecision } from './sql/gates.js';
@@ -62,7 +63,9 @@ const LANDED_PAPER_SCHEMA = 'everdict.effect-landed.v1';
 
 /** Opens (or records as refused) a gate; false when the gate id already exists. */
 export async function openGate(uow: UnitOfWork, g: NewGate): Promise<boolean> {
-  return (await uow.query(insertGate(g))).rowCount === 1;
+  const opened = (await uow.query(insertGate(g))).rowCount === 1;
+  if (opened) await refreshCaseState(uow, g.caseId, { cause: 'gate_opened', gateId: g.id, taskId: g.taskId });
+  return opened;
 }
 
 export async function loadGate(q: Queryable, gateId: string, opts: { lock?: boolean } = {}): Promise<GateRow | undefined> {
@@ -89,7 +92,10 @@ export async function recordDecision(
 
 /** Closes an open gate (or revokes an approved one); false when it was not in such a state. */
 export async function closeGateAs(uow: UnitOfWork, gateId: string, state: Exclude<GateState, 'open'>, reason: string | null): Promise<boolean> {
-  return (await uow.query(closeGate(gateId, state, reason))).rowCount === 1;
+  if ((await uow.query(closeGate(gateId, state, reason))).rowCount !== 1) return false;
+  const caseId = (await uow.query<{ case_id: string }>({ text: 'SELECT case_id FROM gates WHERE id = $1::uuid', values: [gateId] })).rows[0]?.case_id;
+  if (caseId !== undefined) await refreshCaseState(uow, caseId, { cause: `gate_${state}`, gateId });
+  return true;
 }
 
 export async function isGateExpired(q: Queryable, gateId: string): Promise<boolean> {
@@ -98,7 +104,9 @@ export async function isGateExpired(q: Queryable, gateId: string): Promise<boole
 
 /** Open gates past their expiry become 'expired' in this unit of work; returns them. */
 export async function expireGates(uow: UnitOfWork, limit: number): Promise<{ id: string; case_id: string; task_id: string; packet_digest: string }[]> {
-  return (await uow.query<{ id: string; case_id: string; task_id: string; packet_digest: string }>(expireDueGates(limit))).rows;
+  const expired = (await uow.query<{ id: string; case_id: string; task_id: string; packet_digest: string }>(expireDueGates(limit))).rows;
+  for (const g of expired) await refreshCaseState(uow, g.case_id, { cause: 'gate_expired', gateId: g.id, taskId: g.task_id });
+  return expired;
 }
 
 // ----------------------------------------------------------------------------- grants
@@ -214,7 +222,9 @@ export async function wakeOrphanedImpactWaiters(q: Queryable, limit: number): Pr
 
 /** Queues an approved grant for dispatch; false when it was queued before. */
 export async function queueDispatch(uow: UnitOfWork, d: { grantId: string; gateId: string; caseId: string; taskId: string }): Promise<boolean> {
-  return (await uow.query(insertDispatch(d))).rowCount === 1;
+  const queued = (await uow.query(insertDispatch(d))).rowCount === 1;
+  if (queued) await refreshCaseState(uow, d.caseId, { cause: 'dispatch_queued', grantId: d.grantId, gateId: d.gateId, taskId: d.taskId });
+  return queued;
 }
 
 /** The dispatch whose journal call is `callId`. */
@@ -231,9 +241,17 @@ export async function renewDispatches(q: Queryable, owner: string, grantIds: rea
   return new Set((await q.query<{ grant_id: string }>(renewDispatchClaims(owner, grantIds, leaseMs))).rows.map((r) => r.grant_id));
 }
 
-/** Moves a dispatch between states; undefined when it was not in `from` (or not claimed by `owner`). */
+/**
+ * Moves a dispatch between states; undefined when it was not in `from` (or not claimed by `owner`).
+ * In a unit of work, a move into a final state re-derives the case state with it; a move
+ * between live states never changes it (every live dispatch state counts as held).
+ */
 export async function moveDispatchTo(q: Queryable, m: DispatchMove & { to: EffectDispatchState; from: readonly EffectDispatchState[] }): Promise<DispatchRow | undefined> {
-  return (await q.query<DispatchRow>(moveDispatch(m))).rows[0];
+  const moved = (await q.query<DispatchRow>(moveDispatch(m))).rows[0];
+  if (moved && (m.to === 'settled' || m.to === 'refused') && q instanceof UnitOfWork) {
+    await refreshCaseState(q, moved.case_id, { cause: `dispatch_${m.to}`, grantId: moved.grant_id, gateId: moved.gate_id, taskId: moved.task_id });
+  }
+  return moved;
 }
 
 /** The crash rule (see abandonLapsedExecutions): lapsed executions go to reconciliation. */
@@ -293,7 +311,7 @@ function callStatusFor(outcome: WhatLanded): 'completed' | 'failed' | 'unknown' 
 export interface LandedRecord {
   readonly callId: string;
   readonly attempt: number;
-  readonly source: 'execute' | 'what_landed' | 'refusal' | 'abandoned';
+  readonly source: 'execute' | 'what_landed' | 'refusal' | 'abandoned' | 'operator';
   readonly outcome: WhatLanded;
   readonly established: string;
   readonly reason?: string;

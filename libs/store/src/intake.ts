@@ -5,6 +5,12 @@
  * customer of every row so it can.
  */
 import type { Queryable } from './db.js';
+import { loadCaseCosts } from './costs.js';
+import type { TaskCostRow } from './costs.js';
+import { loadCaseDeadlines } from './deadlines.js';
+import type { CaseDeadlines } from './deadlines.js';
+import { loadCasePlanRevisions } from './planView.js';
+import type { CasePlanRevisionRow } from './planView.js';
 import type { CaseGateRow, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
 import {
   selectCase,
@@ -36,16 +42,25 @@ export interface CaseDetail {
   readonly planSteps: PlanStepRow[];
   readonly gates: CaseGateRow[];
   readonly questions: CaseQuestionRow[];
+  /** Per task: model usage and delivery minutes (costs.ts). */
+  readonly costs: TaskCostRow[];
+  /** Every plan revision of every task, with its confirmation (planView.ts). */
+  readonly planRevisions: CasePlanRevisionRow[];
+  /** Deadlines and escalations of the case's gates and questions (deadlines.ts). */
+  readonly deadlines: CaseDeadlines;
 }
 
 export async function loadCaseDetail(q: Queryable, caseId: string): Promise<CaseDetail> {
-  const [tasks, planSteps, gates, questions] = await Promise.all([
+  const [tasks, planSteps, gates, questions, costs, planRevisions, deadlines] = await Promise.all([
     q.query<CaseTaskRow>(selectCaseTasks(caseId)),
     q.query<PlanStepRow>(selectCasePlanSteps(caseId)),
     q.query<CaseGateRow>(selectCaseGates(caseId)),
     q.query<CaseQuestionRow>(selectCaseQuestions(caseId)),
+    loadCaseCosts(q, caseId),
+    loadCasePlanRevisions(q, caseId),
+    loadCaseDeadlines(q, caseId),
   ]);
-  return { tasks: tasks.rows, planSteps: planSteps.rows, gates: gates.rows, questions: questions.rows };
+  return { tasks: tasks.rows, planSteps: planSteps.rows, gates: gates.rows, questions: questions.rows, costs, planRevisions, deadlines };
 }
 
 /**

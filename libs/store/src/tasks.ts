@@ -11,8 +11,10 @@ import type { TaskState, WakeCause } from '@everdict/contracts';
 import type { Queryable } from './db.js';
 import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
 import type { TaskRow } from './sql/tasks.js';
+import { refreshCaseState } from './caseState.js';
 import type { Store } from './store.js';
-import type { FenceToken, UnitOfWork } from './unitOfWork.js';
+import { UnitOfWork } from './unitOfWork.js';
+import type { FenceToken } from './unitOfWork.js';
 
 export type { TaskRow } from './sql/tasks.js';
 
@@ -37,7 +39,11 @@ type TaskClaim =
  */
 export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number): Promise<TaskClaim> {
   const task = (await q.query<TaskRow>(claimStatement(taskId, owner, ttlMs))).rows[0];
-  if (task) return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task };
+  if (task) {
+    // A claim in a unit of work commits with it, and so does the case state it changes.
+    if (q instanceof UnitOfWork) await refreshCaseState(q, task.case_id, { cause: 'task_claimed', taskId });
+    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task };
+  }
   const row = await loadTask(q, taskId);
   if (!row) return { claimed: false, reason: 'not_found' };
   if (row.state !== 'open' && row.state !== 'running') return { claimed: false, reason: 'not_claimable', state: row.state };
@@ -75,7 +81,9 @@ export async function sweepLeases(store: Store, opts: { limit: number; onExpired
  * not. The caller has checked that the task waits for this very event (its park detail).
  */
 export async function wakeTask(uow: UnitOfWork, taskId: string, cause: WakeCause): Promise<TaskRow | undefined> {
-  return (await uow.query<TaskRow>(wakeStatement(taskId, cause))).rows[0];
+  const woken = (await uow.query<TaskRow>(wakeStatement(taskId, cause))).rows[0];
+  if (woken) await refreshCaseState(uow, woken.case_id, { cause: `task_woken:${cause}`, taskId });
+  return woken;
 }
 
 /**
@@ -88,6 +96,7 @@ export async function wakeDue(store: Store, opts: { limit: number; onWoken: (uow
     const woken: TaskRow[] = [];
     for (const [cause, sql] of [['backoff', wakeBackoffElapsed(opts.limit)], ['child_question', wakeAskedParents(opts.limit)]] as const) {
       for (const t of (await uow.query<TaskRow>(sql)).rows) {
+        await refreshCaseState(uow, t.case_id, { cause: `task_woken:${cause}`, taskId: t.id });
         await opts.onWoken(uow, t, cause);
         woken.push(t);
       }

@@ -25,7 +25,11 @@ export type DispatchRefusalReason =
   | 'hard_stop'
   | 'connector_unknown'
   | 'connector_refused'
-  | 'preflight_changed';
+  | 'preflight_changed'
+  | 'packet_version_unsupported'
+  | 'template_unbound'
+  | 'template_changed'
+  | 'shape_changed';
 
 export interface DispatchRefusal {
   readonly reason: DispatchRefusalReason;
@@ -45,7 +49,16 @@ export interface AuthorityFacts {
   readonly ownCallId: string | null;
   /** Whether a connector of the packet's name is configured in this process. */
   readonly connectorKnown: boolean;
+  /**
+   * What the configured connector registers NOW for the packet's write operation: its template
+   * hash and the shape version the fleet config declares for it. Undefined when the connector
+   * has no such write — its own admission refuses that before contact.
+   */
+  readonly binding: { readonly templateHash: string; readonly shapeVersion: string } | undefined;
 }
+
+/** Packet layouts this coordinator can execute (seed 004 §5 recheck list: the packet's version). */
+export const SUPPORTED_PACKET_VERSIONS: readonly number[] = [1];
 
 const TERMINAL = new Set(['done', 'failed']);
 
@@ -72,5 +85,20 @@ export function checkAuthority(f: AuthorityFacts): DispatchRefusal | undefined {
   if (TERMINAL.has(f.task.state)) return { reason: 'task_finished', detail: `the proposing task is ${f.task.state}` };
   if (f.caseStop === 'hard') return { reason: 'hard_stop', detail: 'the case is under hard stop: no new effect starts' };
   if (!f.connectorKnown) return { reason: 'connector_unknown', detail: `no connector ${f.packet.packet.operation.connector} is configured` };
+  return checkBinding(f.packet.packet, f.binding);
+}
+
+/**
+ * Approval binds what runs (§5 Binding): the approved digest covers the packet's template hash,
+ * so the operation must still be the reviewed one, in the packet layout and target shape it was
+ * approved for. A packet that pins no template hash never ran under review and is refused too.
+ */
+function checkBinding(packet: EffectPacket, binding: AuthorityFacts['binding']): DispatchRefusal | undefined {
+  if (!SUPPORTED_PACKET_VERSIONS.includes(packet.packetVersion)) return { reason: 'packet_version_unsupported', detail: `packetVersion ${packet.packetVersion} is not one this coordinator executes` };
+  if (binding === undefined) return undefined;
+  const op = `${packet.operation.connector}/${packet.operation.name}`;
+  if (packet.operation.templateHash === undefined) return { reason: 'template_unbound', detail: `the packet pins no template hash for ${op}: approval did not bind the request` };
+  if (packet.operation.templateHash !== binding.templateHash) return { reason: 'template_changed', detail: `the template of ${op} changed after approval (operation.templateHash)` };
+  if (packet.shapeVersion !== binding.shapeVersion) return { reason: 'shape_changed', detail: `${op} is declared for shape version ${binding.shapeVersion}, the packet was approved for another (shapeVersion)` };
   return undefined;
 }

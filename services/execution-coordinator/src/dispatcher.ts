@@ -91,6 +91,8 @@ interface DispatcherLogger {
 interface DispatcherOptions {
   readonly store: Store;
   readonly connectors: ConnectorSet;
+  /** The shape version the fleet config declares for a write operation (default "1"). */
+  readonly shapeVersionOf?: (connector: string, operation: string) => string;
   /** Claim owner, unique per process. */
   readonly owner: string;
   readonly logger: DispatcherLogger;
@@ -353,6 +355,7 @@ export class Dispatcher {
         caseStop: stop?.stop_mode ?? null,
         ownCallId: row.call_id,
         connectorKnown: packet !== undefined && this.o.connectors.get(packet.operation.connector) !== undefined,
+        binding: packet === undefined ? undefined : this.bindingOf(packet),
       },
       packet,
       packetHash,
@@ -360,7 +363,15 @@ export class Dispatcher {
     };
   }
 
-  /** Step 4: authority again under the grant lock, intent, grant reservation, impact keys — one unit of work. */
+  /** What the configured connector registers now for the packet's write (checkBinding). */
+  private bindingOf(packet: EffectPacket): AuthorityFacts['binding'] {
+    const { connector, name } = packet.operation;
+    const op = this.o.connectors.get(connector)?.describe().operations.find((o) => o.name === name);
+    if (op === undefined) return undefined;
+    return { templateHash: op.templateHash, shapeVersion: this.o.shapeVersionOf?.(connector, name) ?? '1' };
+  }
+
+    /** Step 4: authority again under the grant lock, intent, grant reservation, impact keys — one unit of work. */
   private async reserve(row: DispatchRow, packet: EffectPacket, gate: GateRow, connector: Connector, logicalKey: string, preflight: LedgerEntry): Promise<Reservation> {
     for (let tries = 0; ; tries++) {
       try {

@@ -49,6 +49,7 @@ export async function startExecutionCoordinator(ctx: ServiceContext, substrate: 
   const dispatcher = new Dispatcher({
     store: substrate.store,
     connectors: opts.connectors,
+    shapeVersionOf: (connector, operation) => fleet.connectors?.[connector]?.operations[operation]?.shapeVersion ?? '1',
     owner,
     logger: ctx.logger,
     crash: opts.crash ?? noCrashPoints,

@@ -41,7 +41,7 @@ const gate = {
 const decision = { decision: 'HW-payment', verdict: 'approve', digest } as DecisionRow;
 
 const facts = (over: Partial<AuthorityFacts> = {}): AuthorityFacts => ({
-  grant, gate, decisions: [decision], packet: { ok: true, packet }, task: { state: 'parked', cancel_requested: null }, caseStop: null, ownCallId: null, connectorKnown: true,
+  grant, gate, decisions: [decision], packet: { ok: true, packet }, task: { state: 'parked', cancel_requested: null }, caseStop: null, ownCallId: null, connectorKnown: true, binding: undefined,
   ...over,
 });
 const reason = (f: AuthorityFacts) => checkAuthority(f)?.reason;

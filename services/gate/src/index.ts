@@ -7,5 +7,6 @@ export * from './policy.js';
 export * from './requests.js';
 export * from './decide.js';
 export * from './api.js';
+export * from './outcomes.js';
 export * from './service.js';
 export * from './env.js';

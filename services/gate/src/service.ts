@@ -10,6 +10,7 @@ import { PrincipalDirectory } from '@everdict/http-api';
 import { busMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
 import { gateApi } from './api.js';
+import { outcomeApi } from './outcomes.js';
 import { GATE_SERVICE, gateRequestedHandler } from './requests.js';
 
 interface GateOptions {
@@ -35,6 +36,7 @@ export async function startGate(ctx: ServiceContext, substrate: Substrate, fleet
   const grantTtlMs = opts.grantTtlMs ?? DEFAULT_GRANT_TTL_MS;
 
   ctx.addRoutes(gateApi({ store: substrate.store, principals: () => principals, grantTtlMs }));
+  ctx.addRoutes(outcomeApi({ store: substrate.store, principals: () => principals }));
   const consumer = await startInboxConsumer({
     store: substrate.store,
     transport: substrate.transport,

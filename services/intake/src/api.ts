@@ -25,20 +25,20 @@
  * 503 `fleet_stopped` (a fleet soft stop admits no new case; Retry-After).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CANCEL_MODES, canonicalJson, isEverdictError, isOneOf, isUuid, sha256Hex } from '@everdict/contracts';
+import { CANCEL_MODES, CASE_STATES, canonicalJson, isEverdictError, isOneOf, isUuid, sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import { RequestError, authenticateRequest, integerParam, readJsonObject, refuseBadQueryText, readRawBody, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
 import type { RouteHandler } from '@everdict/service-kit';
-import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, rootTaskOf, stopCase } from '@everdict/store';
+import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, rootTaskOf, stopCase, verifyCaseLedger } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
 import { fleetStopRoute, fleetStopsView, sendFleetStopped } from './fleetStop.js';
 import { resumeCase, topUpCase } from './operatorControls.js';
-import { caseView, ledgerView, listView } from './views.js';
+import { caseStateFilter, caseView, ledgerView, listView } from './views.js';
 
 export interface QueueDepth {
   readonly queue: string;
@@ -115,6 +115,12 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     if (m === 'POST') return createCase(opts, principal, await readJsonObject(req, maxBody), req, res);
     if (m === 'GET') return listCasesRoute(opts, principal, url, res);
     return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+  }
+  if (group === 'cases' && id !== undefined && sub === 'ledger' && parts[4] === 'verify' && parts.length === 5) {
+    if (m !== 'GET') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
+    if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
+    return sendJson(res, 200, await verifyCaseLedger(opts.store.db, row.id));
   }
   if (group === 'cases' && id !== undefined && parts.length <= 4) {
     const known = parts.length === 3 || sub === 'ledger' || sub === 'cancel' || sub === 'resume' || sub === 'top-up';
@@ -193,7 +199,8 @@ async function createCase(opts: IntakeApiOptions, principal: Principal, body: Re
 
 async function listCasesRoute(opts: IntakeApiOptions, principal: Principal, url: URL, res: ServerResponse): Promise<void> {
   const limit = integerParam(url.searchParams, 'limit', { min: 1, max: 500, default: 50 });
-  const state = url.searchParams.get('state');
+  const state = caseStateFilter(url.searchParams.get('state'));
+  if (state === undefined) throw new RequestError(400, 'invalid_query', `state must be one of ${CASE_STATES.join(', ')}`, 'state');
   const beforeId = url.searchParams.get('before');
   if (beforeId !== null && !isUuid(beforeId)) throw new RequestError(400, 'invalid_query', 'before must be a `next` value of an earlier page', 'before');
   // A cursor naming a case the principal may not see pages nothing of it: the filter still applies.
@@ -220,7 +227,8 @@ async function cancel(opts: IntakeApiOptions, principal: Principal, row: CaseRow
   const mode = body['mode'] ?? 'hard';
   if (!isOneOf(CANCEL_MODES, mode)) throw new RequestError(400, 'invalid_body', `mode must be one of ${CANCEL_MODES.join(', ')}`, 'mode');
   const reason = optionalText(body, 'reason', 2000);
-  if (row.state === 'cancelled' || row.state === 'closed' || row.state === 'resolved') throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
+  // A cancelled case takes a repeated cancel: it is answered with the stop in force (never weakened).
+  if (row.state === 'closed' || row.state === 'resolved') throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await opts.store.unitOfWork(async (uow) => {
     // Concurrent stops of the case serialise in stopCase; a stop never weakens (hard stays hard).
     const { stopMode } = await stopCase(uow, row.id, mode);

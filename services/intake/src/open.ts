@@ -11,6 +11,7 @@ import type { ArrivalSink, NormalisedArrival, OpenedCase } from '@everdict/intak
 import { storableText } from '@everdict/http-api';
 import { admitNewCase, enqueuePlatformMessage } from '@everdict/store';
 import type { Store } from '@everdict/store';
+import { recordOpeningArrival, threadArrival } from './threading.js';
 
 export const INTAKE_SERVICE = 'intake';
 
@@ -66,6 +67,8 @@ export async function openCase(store: Store, fleet: FleetConfig, o: CaseOpening)
       kind: 'case_opened',
       body: { caseType: o.caseType, source: a.source, originKey: a.originKey, rootTaskId: taskId, principal: o.principal ?? null, receivedAt: a.receivedAt, attachments: a.attachments.length, initialGrants: plan.initialGrants },
     });
+    // The opening arrival is the case's first input; its Message-ID starts the case's mail thread.
+    await recordOpeningArrival(uow, opened.caseId, o.arrival);
     return { caseId: opened.caseId, created: true, rootTaskId: taskId };
   });
 }
@@ -79,6 +82,12 @@ export function caseSink(deps: { store: Store; fleet: () => FleetConfig; caseTyp
     async open(arrival) {
       const customer = arrival.customer ?? deps.customer;
       if (!customer) throw new EverdictError('invalid_arrival', `arrival from ${arrival.source} names no customer and the source has no default`, { details: { field: 'customer' } });
+      // A reply or a comment on an existing case is a new input to it, not a new case (threading.ts).
+      const threaded = await threadArrival(deps.store, arrival, customer, INTAKE_SERVICE);
+      if (threaded) {
+        deps.onOpened?.(arrival.source, false);
+        return threaded;
+      }
       const r = await openCase(deps.store, deps.fleet(), { arrival, caseType: deps.caseType, customer });
       deps.onOpened?.(arrival.source, r.created);
       return { caseId: r.caseId, created: r.created };

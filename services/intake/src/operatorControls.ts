@@ -65,6 +65,8 @@ function parseTopUp(v: unknown): Partial<Record<TopUpKey, number>> {
 export async function resumeCase(store: Store, principal: Principal, row: CaseRow, body: Record<string, unknown>, res: ServerResponse): Promise<void> {
   if (!checkOperator(principal, res, 'resuming a case')) return;
   const reason = reasonOf(body);
+  // A cancelled case was hard-stopped: say the specific, final reason rather than "finished".
+  if (row.state === 'cancelled') return sendError(res, 409, 'hard_stop', 'the case is cancelled by a hard stop, which is final; it cannot be resumed');
   if (FINISHED.has(row.state)) throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await store.unitOfWork(async (uow) => {
     // Serialises with cancels on the case row: a hard stop is never lifted.

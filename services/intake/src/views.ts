@@ -1,5 +1,15 @@
 /** What the API answers: pure projections of store rows (no I/O, no secrets, ISO timestamps). */
-import type { CaseDetail, CaseRow, CaseTaskRow, LedgerRow } from '@everdict/store';
+import { addCosts, taskCost, ZERO_COST } from '@everdict/store';
+import { awaitingOperator, deadlineOf, plansView } from './plansView.js';
+import type { CaseDetail, CaseRow, CaseTaskRow, CostTotals, LedgerRow, TaskCostRow } from '@everdict/store';
+import { CASE_STATES, isOneOf } from '@everdict/contracts';
+import type { CaseState } from '@everdict/contracts';
+
+/** The `state` filter of the case list: null (no filter), a case state, or undefined (not one). */
+export function caseStateFilter(raw: string | null): CaseState | null | undefined {
+  if (raw === null || raw === '') return null;
+  return isOneOf(CASE_STATES, raw) ? raw : undefined;
+}
 
 interface TaskNode {
   readonly id: string;
@@ -8,11 +18,16 @@ interface TaskNode {
   readonly parkReason: string | null;
   readonly budget: { readonly limitMinutes: number | null; readonly usedMinutes: number };
   readonly createdAt: string;
+  /** This task's own model usage and minutes (`null` values: unknown, some call did not report it). */
+  costs: CostTotals;
+  /** This task and every descendant: what the subtree cost. */
+  costsWithChildren: CostTotals;
   readonly children: TaskNode[];
 }
 
 /** The task tree: roots first, children in creation order. An orphan (unknown parent) is a root. */
-export function taskTree(rows: readonly CaseTaskRow[]): TaskNode[] {
+export function taskTree(rows: readonly CaseTaskRow[], costs: readonly TaskCostRow[] = []): TaskNode[] {
+  const own = new Map(costs.map((c) => [c.task_id, taskCost(c)]));
   const nodes = new Map<string, TaskNode>();
   for (const r of rows) {
     nodes.set(r.id, {
@@ -22,6 +37,8 @@ export function taskTree(rows: readonly CaseTaskRow[]): TaskNode[] {
       parkReason: r.park_reason,
       budget: { limitMinutes: r.budget_limit_minutes === null ? null : Number(r.budget_limit_minutes), usedMinutes: Number(r.budget_used_minutes) },
       createdAt: r.created_at.toISOString(),
+      costs: own.get(r.id) ?? ZERO_COST,
+      costsWithChildren: ZERO_COST,
       children: [],
     });
   }
@@ -31,6 +48,8 @@ export function taskTree(rows: readonly CaseTaskRow[]): TaskNode[] {
     const parent = r.parent_id === null ? undefined : nodes.get(r.parent_id);
     (parent ? parent.children : roots).push(node);
   }
+  const total = (n: TaskNode): CostTotals => (n.costsWithChildren = n.children.reduce((sum, c) => addCosts(sum, total(c)), n.costs));
+  roots.forEach(total);
   return roots;
 }
 
@@ -39,6 +58,9 @@ function caseSummary(c: CaseRow) {
     caseId: c.id,
     caseType: c.case_type,
     state: c.state,
+    // A parked case names its reason class; `stateSince` is when it entered its state (its age).
+    ...(c.state === 'parked' ? { parkedReason: c.state_reason } : {}),
+    stateSince: c.state_since.toISOString(),
     customer: c.customer,
     title: c.title,
     stopMode: c.stop_mode,
@@ -58,11 +80,15 @@ export function caseView(c: CaseRow, d: CaseDetail) {
     answeredBy: q.answered_by,
     createdAt: q.created_at.toISOString(),
     answeredAt: q.answered_at?.toISOString() ?? null,
+    ...deadlineOf(d.deadlines, 'question', q.id),
   }));
+  const tasks = taskTree(d.tasks, d.costs);
   return {
     ...caseSummary(c),
     objective: c.objective,
-    tasks: taskTree(d.tasks),
+    tasks,
+    /** The case total: every task of the case, children included. */
+    costs: tasks.reduce((sum, t) => addCosts(sum, t.costsWithChildren), ZERO_COST),
     plan: d.planSteps.map((s) => ({ taskId: s.task_id, stepId: s.step_id, revision: s.revision, title: s.title, dependsOn: s.depends_on, status: s.status })),
     gates: d.gates.map((g) => ({
       id: g.id,
@@ -73,7 +99,11 @@ export function caseView(c: CaseRow, d: CaseDetail) {
       packetDigest: g.packet_digest,
       createdAt: g.created_at.toISOString(),
       decidedAt: g.decided_at?.toISOString() ?? null,
+      ...deadlineOf(d.deadlines, 'gate', g.id),
     })),
+    /** Per task: every plan revision with its confirmation, and the current projection. */
+    plans: plansView(d.tasks, d.planRevisions, d.planSteps),
+    awaitingOperator: awaitingOperator(d.deadlines),
     openQuestions: questions.filter((q) => q.open),
     questions,
   };

@@ -6,13 +6,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isEverdictError } from '@everdict/contracts';
-import type { Clock } from '@everdict/contracts';
+import type { Clock, FleetConfig } from '@everdict/contracts';
 import type { ConnectorSet } from '@everdict/connectors';
 import { RECONCILE_CHANNEL, claimDueDispatches, renewDispatches } from '@everdict/store';
 import type { Store } from '@everdict/store';
 import type { ReconcilerMetrics } from './metrics.js';
 import {
   abandonLapsedExecutions,
+  escalateDeadlines,
   expireAuthority,
   releaseExpiredLeases,
   releaseStaleOutbox,
@@ -35,6 +36,8 @@ interface ReconcilerLoopOptions {
   readonly metrics: ReconcilerMetrics;
   readonly logger: ReconcilerLogger;
   readonly clock: Clock;
+  /** The fleet config: case types' escalation rules (absent: no deadline escalates). */
+  readonly fleet?: FleetConfig;
   /** Tick period in ms (default 1000). */
   readonly intervalMs?: number;
   /** Backoff of repeated inconclusive WhatLanded checks (default 1 s doubling to 5 min). */
@@ -87,6 +90,8 @@ export class ReconcilerLoop {
     await this.step('abandon lapsed executions', () => abandonLapsedExecutions(this.o.store));
     await this.step('reconcile unknown outcomes', () => this.reconcileDue());
     await this.step('expire gates and grants', () => expireAuthority(this.o.store));
+    const fleet = this.o.fleet;
+    if (fleet) await this.step('escalate deadlines', () => escalateDeadlines(this.o.store, fleet));
     await this.step('release expired leases', () => releaseExpiredLeases(this.o.store, this.o.metrics));
     await this.step('wake parked timers', () => wakeParkedTimers(this.o.store));
     await this.step('wake coordination waiters', () => wakeFreedWaiters(this.o.store));

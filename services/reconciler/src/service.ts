@@ -30,13 +30,14 @@ interface RunningReconciler {
   readonly loop: ReconcilerLoop;
 }
 
-export async function startReconciler(ctx: ServiceContext, substrate: Substrate, _fleet: FleetConfig, opts: ReconcilerOptions): Promise<RunningReconciler> {
+export async function startReconciler(ctx: ServiceContext, substrate: Substrate, fleet: FleetConfig, opts: ReconcilerOptions): Promise<RunningReconciler> {
   const loop = new ReconcilerLoop({
     store: substrate.store,
     connectors: opts.connectors,
     metrics: reconcilerMetrics(ctx.metrics.registry),
     logger: ctx.logger,
     clock: opts.clock ?? systemClock,
+    fleet,
     ...(opts.intervalMs === undefined ? {} : { intervalMs: opts.intervalMs }),
     ...(opts.backoff === undefined ? {} : { backoff: opts.backoff }),
     ...(opts.maxAttempts === undefined ? {} : { maxAttempts: opts.maxAttempts }),

@@ -4,23 +4,30 @@
  * with SKIP LOCKED, so any number of reconcilers (and turn-workers sweeping leases) run at once.
  */
 import { PARK_REASONS, WAKE_RUNNABLE } from '@everdict/contracts';
+import type { FleetConfig } from '@everdict/contracts';
 import {
   DISPATCH_CHANNEL,
   RECONCILE_CHANNEL,
   abandonLapsed,
+  claimDueDeadlines,
   countUnknownEffectCalls,
   enqueuePlatformMessage,
   expireGates,
   expireGrants,
   loadGrant,
+  markEscalated,
   notifyAtCommit,
+  notifyEscalation,
+  parkForOperator,
   parkedTaskAges,
   releaseStaleOutboxClaims,
+  stampDeadlines,
   sweepLeases,
   wakeDue,
   wakeOrphanedImpactWaiters,
 } from '@everdict/store';
-import type { Store } from '@everdict/store';
+import type { DeadlineSubject, Store } from '@everdict/store';
+import { decideEscalation, deadlineRules, ruleFor } from './escalation.js';
 import type { ReconcilerMetrics } from './metrics.js';
 
 export const RECONCILER_SERVICE = 'reconciler';
@@ -67,6 +74,42 @@ export async function expireAuthority(store: Store, limit = 100): Promise<{ gate
     for (const g of grants) await uow.appendLedger(g.case_id, { kind: 'grant_expired', body: { grantId: g.id, gateId: g.gate_id, packetDigest: g.packet_digest } });
     return { gates: gates.length, grants: grants.length };
   });
+}
+
+/**
+ * Open gates and unanswered questions past their deadline escalate as their case type declares
+ * (issue 13 item 6), each once, ledgered `escalated` in the unit of work that marks it. Deadlines
+ * not yet fixed are fixed first (created_at + afterMs). A gate's own expiry is expireAuthority's.
+ */
+export async function escalateDeadlines(store: Store, fleet: FleetConfig, limit = 50): Promise<number> {
+  let n = 0;
+  for (const subject of ['gate', 'question'] as const satisfies readonly DeadlineSubject[]) {
+    await stampDeadlines(store.db, subject, deadlineRules(fleet, subject));
+    n += await store.unitOfWork(async (uow) => {
+      const due = await claimDueDeadlines(uow, subject, limit);
+      for (const d of due) {
+        const esc = decideEscalation(subject, ruleFor(fleet, d.case_type, subject), d.escalations);
+        const deadlineAt = await markEscalated(uow, subject, d.id, esc.action === 'reask' ? esc.extendMs : null);
+        const parked = esc.action === 'park_for_operator' ? await parkForOperator(uow, d.task_id, esc.reason) : undefined;
+        await uow.appendLedger(d.case_id, {
+          kind: 'escalated',
+          body: {
+            subject,
+            [subject === 'gate' ? 'gateId' : 'questionId']: d.id,
+            taskId: d.task_id,
+            action: esc.action,
+            deadlineAt: d.deadline_at.toISOString(),
+            ...(esc.action === 'notify_role' ? { role: esc.role } : {}),
+            ...(esc.action === 'reask' ? { newDeadlineAt: deadlineAt.toISOString(), renotify: d.roles } : {}),
+            ...(esc.action === 'park_for_operator' ? { reason: esc.reason, taskParked: parked } : {}),
+          },
+        });
+        await notifyEscalation(uow, d.case_id);
+      }
+      return due.length;
+    });
+  }
+  return n;
 }
 
 /** Running tasks whose lease lapsed (database clock) become runnable again, with a nudge. */

@@ -9,6 +9,11 @@
  *                       limit, the same grant and call get a NEW attempt (new idempotency key:
  *                       the old one is burnt at the target); otherwise it settles as not applied.
  *
+ * A connector without a conclusive receipt may prove `applied` by its declared post-state read
+ * (libs/connectors postState.ts). Where nothing can, the call stays unknown until an operator
+ * records the outcome (libs/store operatorOutcome.ts); an attempt the operator marked partly
+ * applied is left to the operator and not asked about again.
+ *
  * Reconciliation runs under hard stop too: it contacts the target only to read what landed.
  */
 import type { Clock } from '@everdict/contracts';
@@ -18,6 +23,7 @@ import type { ConnectorSet, LandedReport } from '@everdict/connectors';
 import {
   DISPATCH_CHANNEL,
   effectIdempotencyKey,
+  heldForOperator,
   loadEffectCall,
   loadGate,
   loadGrant,
@@ -60,6 +66,12 @@ export async function reconcileDispatch(d: ReconcileDeps, row: DispatchRow): Pro
     // Recorded meanwhile (a slow coordinator's late answer): hand it to settlement.
     await moveDispatchTo(store.db, { grantId: row.grant_id, from: ['reconciling'], to: 'settling', owner: d.owner });
     return 'settling';
+  }
+  if (await heldForOperator(store.db, call.id, call.effect_attempt)) {
+    // An operator recorded this attempt as partly applied: a human owns it now. The target is not
+    // asked again; the row is only looked at after the longest backoff, keys still held.
+    await moveDispatchTo(store.db, { grantId: row.grant_id, from: ['reconciling'], to: 'reconciling', owner: d.owner, delayMs: d.backoff.maxMs });
+    return 'unknown';
   }
   const packet = (await readPacketPaper(store.db, gate.packet_paper_id, gate.packet_revision)).packet;
   const connector = d.connectors.get(packet.operation.connector);

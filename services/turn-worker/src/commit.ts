@@ -3,19 +3,21 @@
  *
  *   the turn alone        the write as one part of a group-commit statement (libs/store
  *                         groupCommit.ts): journal, checkpoint, next intent, ledger record, lease
- *                         and outbox under the task's own fence, no transaction of its own;
+ *                         and outbox under the task's own fence, no transaction of its own —
+ *                         only for a continue or release, which never change the case state;
  *   the turn + placements a unit of work: hold the fence (reading a pending cancel and the row
  *                         version under it), compact, count the children still to report, decide,
  *                         place (children, plan, proposal, consent gates, questions, resume
  *                         note), then execute the write — last, since it may give the fence up;
- *   a park alone          a unit of work, or — to stop a turn already written at its checkpoint
- *                         (a soft cancel the group-commit statement reported) — the group commit.
+ *   a park alone          a unit of work (also to stop a turn already written at its checkpoint:
+ *                         a soft cancel the group-commit statement reported).
+ * A park or finish re-derives the case state (libs/store caseState) in its unit of work.
  * Every path executes the value `turnWrite` built; none writes a transition of its own.
  */
 import { resumeRun } from '@everdict/agent-runtime';
 import type { RunState, TurnResult } from '@everdict/agent-runtime';
-import { fleetStopInForce, unreportedChildren, writeTurn } from '@everdict/store';
-import type { Store, UnitOfWork } from '@everdict/store';
+import { fleetStopInForce, refreshCaseState, unreportedChildren, writeTurn } from '@everdict/store';
+import type { LedgerHead, Store, TaskRow, TurnWrite, UnitOfWork } from '@everdict/store';
 import { needsCompaction } from './compaction.js';
 import { nextBackoffAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
@@ -51,6 +53,22 @@ export interface Produced {
 }
 
 const isPark = (t: Transition): t is ParkTransition => t.kind === 'park';
+
+/** A park or a finish can change the case state (§11.1); a continue or a release cannot (the task stays active). */
+const movesCase = (t: Transition): boolean => t.kind === 'park' || t.kind === 'finish';
+
+/**
+ * Executes the write, then re-derives the case state in the same unit of work when the
+ * transition may change it; returns the ledger head after both (the `case_state` record, if one
+ * was appended, is the newest).
+ */
+async function writeMovingCase(uow: UnitOfWork, token: Parameters<typeof writeTurn>[1], task: TaskRow, write: TurnWrite, t: Transition): Promise<{ head: LedgerHead | null }> {
+  const done = await writeTurn(uow, token, task.case_id, write);
+  if (!movesCase(t)) return { head: done.head };
+  const cause = t.kind === 'finish' ? `task_${t.state}` : `task_parked:${t.kind === 'park' ? t.reason : ''}`;
+  const r = await refreshCaseState(uow, task.case_id, { cause, taskId: task.id });
+  return { head: r?.appended ? { seq: r.appended.seq, hash: r.appended.hash } : done.head };
+}
 
 /** The provider's last Retry-After this turn (the floor of a provider_down park's backoff). */
 function retryAfterFloorMs(result: TurnResult): number | null {
@@ -110,10 +128,11 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   let committed = { run: next, host };
   let resumeSeq: number | null = null;
   const first = decide(null, 0);
-  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask) || p.consents.length > 0;
+  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask) || p.consents.length > 0 || movesCase(first);
   if (!placing) {
-    // The hot path: the turn, and a transition that ends the activation, as one part of a
-    // group-commit statement.
+    // The hot path: the turn, and a continue or release, as one part of a group-commit
+    // statement. A park or finish takes the unit of work below: the case state it may change
+    // is written with it.
     commit = turnWrite({ subject, transition: first, product: product({ run: next, host }) });
     const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead);
     tr.ledgerHead = done.head;
@@ -121,8 +140,9 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
     if (stop !== null && isPark(stop)) {
       // A soft cancel stops the task at the checkpoint just written; the next intent it carries
       // stays unanswered.
-      commit = turnWrite({ subject, transition: stop, product: null });
-      tr.ledgerHead = (await env.committer.write(token, caseId, commit.write, tr.ledgerHead)).head;
+      const c = turnWrite({ subject, transition: stop, product: null });
+      commit = c;
+      tr.ledgerHead = (await env.store.unitOfWork((uow) => writeMovingCase(uow, token, task, c.write, c.transition))).head;
     } else if (commit.transition.kind === 'continue' && (await env.fleetStop.softInForce())) {
       // A fleet soft stop: the same park, written only while the stop row (held FOR SHARE) says
       // the stop still holds — a resume committed first finds nothing to wake, so none is left.
@@ -131,7 +151,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
         const parked = await env.store.unitOfWork(async (uow) => {
           if ((await fleetStopInForce(uow, 'soft')) === null) return null;
           const c = turnWrite({ subject, transition: park, product: null });
-          return { commit: c, head: (await writeTurn(uow, token, caseId, c.write)).head };
+          return { commit: c, head: (await writeMovingCase(uow, token, task, c.write, c.transition)).head };
         });
         if (parked !== null) {
           commit = parked.commit;
@@ -159,7 +179,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
       if (isPark(transition) && transition.ask) transition = await placeQuestions(uow, at, transition, state.run.wait);
       const seq = transition.kind === 'resume_now' ? await placeResumeNote(uow, at, transition.note) : null;
       const c = turnWrite({ subject, transition, product: product(state) });
-      const done = await writeTurn(uow, token, caseId, c.write);
+      const done = await writeMovingCase(uow, token, task, c.write, c.transition);
       return { commit: c, state, seq, head: done.head };
     });
     commit = placed.commit;
@@ -198,7 +218,8 @@ export async function writeWithoutTurn(store: Store, tr: Pick<TaskRun, 'task' | 
   await store.unitOfWork(async (uow) => {
     await uow.requireFence(tr.token, transition.kind === 'park' ? 'park_task' : 'release_task');
     await before?.(uow);
-    await writeTurn(uow, tr.token, tr.task.case_id, turnWrite({ subject: { task: tr.task, epoch: tr.token.epoch }, transition, product: null }).write);
+    const c = turnWrite({ subject: { task: tr.task, epoch: tr.token.epoch }, transition, product: null });
+    await writeMovingCase(uow, tr.token, tr.task, c.write, c.transition);
   });
 }
 

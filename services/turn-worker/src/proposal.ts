@@ -19,6 +19,7 @@
  *   re-proposing the same change with other evidence is the same mutation.
  */
 import { scopeEntryMatches, validatePacket } from '@everdict/contracts';
+import { declaredTemplateHash } from '@everdict/connectors';
 import type { EffectCheck, EffectPacket, EffectRevert, EvidenceCitation, ExecutionEnvelope, FleetConfig, FleetConnector, FleetOperation, FleetParamBound } from '@everdict/contracts';
 
 export const PROPOSE_TOOL = 'writes__propose';
@@ -251,7 +252,9 @@ export function buildPacket(args: ProposalArgs, params: Readonly<Record<string, 
     planStepId: args.planStepId,
     planRevision: ctx.plan?.revision ?? 1,
     shapeVersion: op.shapeVersion ?? '1',
-    operation: { connector: args.connector, name: args.operation },
+    // The template hash puts the exact request template under the digest every approval binds
+    // to; the coordinator refuses the grant if the connector's template differs at dispatch.
+    operation: { connector: args.connector, name: args.operation, ...templateHashOf(args.connector, connector, args.operation) },
     effectClass: op.effectClass!,
     target: { connector: args.connector, system: target.system, environment: target.environment },
     params: { ...params },
@@ -266,6 +269,11 @@ export function buildPacket(args: ProposalArgs, params: Readonly<Record<string, 
   const valid = validatePacket(packet);
   if (!valid.ok) return { ok: false, problems: valid.violations.map((v) => `packet${v.path} ${v.message}`) };
   return { ok: true, packet };
+}
+
+function templateHashOf(name: string, connector: FleetConnector, operation: string): { templateHash?: string } {
+  const hash = declaredTemplateHash(name, connector, operation);
+  return hash === undefined ? {} : { templateHash: hash };
 }
 
 /** What is already known about this mutation (from the journal and the gates). */

@@ -170,6 +170,7 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
     turn: turnNo,
     versions: tr.view.versions,
     route: tr.view.model.route.name,
+    routeModel: tr.view.model.route.model,
     registry: tr.view.registry,
     stored,
     prewritten,

@@ -24,9 +24,9 @@
 import { canonicalJson, EverdictError, newId, sha256Hex } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
-import type { ModelRequest, RouteIdentity } from '@everdict/llm';
+import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
 import { newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
-import type { CallCompletion, FenceToken, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
+import type { CallCompletion, FenceToken, ModelCallCost, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
 import { canonicalRequestDoc, canonicalTools } from './canonical.js';
 import type { CrashPoints } from './crashpoints.js';
 import { RestoreFailure } from './statePaper.js';
@@ -49,6 +49,8 @@ interface TurnScope {
   readonly versions: Versions;
   /** The route serving this turn's model call (recorded on the call). */
   readonly route: string;
+  /** The route's configured model: a cost row's model when the provider does not name one. */
+  readonly routeModel: string;
   readonly registry: ToolRegistry;
   /** The journal rows of this turn found at restore (empty for a fresh turn). */
   readonly stored: ReadonlyMap<number, StoredCall>;
@@ -261,6 +263,20 @@ export class TurnJournal implements Journal {
     };
   }
 
+  /**
+   * An answered model call's cost row, as the provider measured it: a value it did not report
+   * (or reported as something other than a non-negative number) stays null — unknown, never 0.
+   */
+  private costOf(reply: ModelReply): ModelCallCost {
+    const measured = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : null);
+    return {
+      costId: newId(),
+      model: typeof reply?.providerModel === 'string' && reply.providerModel !== '' ? reply.providerModel : this.scope.routeModel,
+      inputTokens: measured(reply?.usage?.inputTokens),
+      outputTokens: measured(reply?.usage?.outputTokens),
+      cost: measured(reply?.usage?.cost),
+    };
+  }
 
   private completion(rec: CallRecord, outcome: CallOutcome): PendingOutcome {
     const isModel = rec.ordinal === 0;
@@ -272,8 +288,9 @@ export class TurnJournal implements Journal {
     });
     const r = outcome.response as { outcome?: unknown; error?: { kind?: unknown } } | null;
     const outcomeClass = isModel ? (outcome.status === 'completed' ? 'ok' : String(r?.error?.kind ?? 'failed')) : typeof r?.outcome === 'string' ? r.outcome : null;
+    const usage = isModel && outcome.status === 'completed' ? this.costOf(outcome.response as ModelReply) : undefined;
     return {
-      done: { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass },
+      done: { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass, ...(usage ? { usage } : {}) },
       response,
       withheld: null,
     };

@@ -26,6 +26,22 @@ export interface HttpOperationConfig {
   readonly effectClass?: string;
   /** Default false. */
   readonly idempotent?: boolean;
+  /** For a mutation: the exact post-state a registered read shows once it landed (WhatLanded without a conclusive receipt). */
+  readonly postState?: HttpPostState;
+}
+
+/**
+ * The state a mutation leaves, stated exactly. A string that is exactly `"{{param}}"` in `params`
+ * or `equals` takes the mutation's bound value. A match is proof of `applied`; a mismatch proves
+ * nothing (another writer, a later change), so it never becomes `not_applied`.
+ */
+export interface HttpPostState {
+  /** A registered read operation of this connector. */
+  readonly read: string;
+  readonly params?: Readonly<Record<string, string | number | boolean | undefined>>;
+  /** JSON Pointer into the read result `{status, body}`. */
+  readonly pointer: string;
+  readonly equals: JsonValue;
 }
 
 export interface HttpReceiptLookup {
@@ -54,6 +70,7 @@ export interface HttpServiceConfig {
   readonly timeoutMs?: number;
   /** Largest response body kept in bytes. Default 1 MiB. */
   readonly maxResponseBytes?: number;
-  readonly receipts: HttpReceiptLookup;
+  /** Absent: the target has no receipts endpoint (WhatLanded then relies on `postState`, else an operator). */
+  readonly receipts?: HttpReceiptLookup;
   readonly operations: readonly HttpOperationConfig[];
 }

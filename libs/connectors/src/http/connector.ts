@@ -19,7 +19,9 @@ import type {
   ReadResult,
 } from '../connector.js';
 import { ConnectorRefused, ConnectorUnavailable } from '../errors.js';
-import { templateHash } from '../template-hash.js';
+import type { PostStateSpec } from '../postState.js';
+import { bindPostState, postStateHolds } from '../postState.js';
+import { HTTP_CONNECTOR_KIND, httpOperationHash } from '../template-hash.js';
 import type { Classified } from './classify.js';
 import { classifyMutation, classifyReceiptLookup, parseBody } from './classify.js';
 import type { HttpOperationConfig, HttpServiceConfig } from './config.js';
@@ -27,7 +29,6 @@ import { renderReceiptLookup, renderRequest, reviewHttpConfig } from './render.j
 import type { HttpAttempt, HttpExchange } from './transport.js';
 import { sendHttp } from './transport.js';
 
-const HTTP_CONNECTOR_KIND = 'http-service';
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024;
 
@@ -93,12 +94,44 @@ export class HttpServiceConnector implements Connector {
     return this.report(classifyMutation(attempt, call.idempotencyKey), ctx);
   }
 
+  /**
+   * The receipt lookup for the key, when the target has one; when it is not conclusive (or
+   * absent) and the operation declares a post-state, that read decides: an exact match is
+   * `applied`, anything else leaves the receipt's answer (or `unknown`) standing.
+   */
   async whatLanded(packet: EffectPacket, call: CallIdentity, ctx: ConnectorContext): Promise<LandedReport> {
     admitTarget(this.capability, packet);
     admitIdempotencyKey(this.capability, call.idempotencyKey);
-    const url = renderReceiptLookup(this.config.baseUrl, this.config.receipts.path, call.idempotencyKey);
-    const attempt = await this.exchange({ method: 'GET', url }, { 'idempotency-key': call.idempotencyKey }, ctx);
-    return this.report(classifyReceiptLookup(attempt, call.idempotencyKey, this.config.receipts.conclusive), ctx);
+    let receipt: LandedReport | undefined;
+    if (this.config.receipts !== undefined) {
+      const url = renderReceiptLookup(this.config.baseUrl, this.config.receipts.path, call.idempotencyKey);
+      const attempt = await this.exchange({ method: 'GET', url }, { 'idempotency-key': call.idempotencyKey }, ctx);
+      receipt = this.report(classifyReceiptLookup(attempt, call.idempotencyKey, this.config.receipts.conclusive), ctx);
+      if (receipt.outcome !== 'unknown') return receipt;
+    }
+    const post = this.operations.get(packet.operation.name)?.postState;
+    if (post === undefined) {
+      return receipt ?? this.report({ outcome: 'unknown', reason: 'no_receipts_endpoint', established: 'the target has no receipts endpoint and the operation declares no post-state read: an operator must record the outcome' }, ctx);
+    }
+    return (await this.postStateReport(post, packet, ctx)) ?? receipt ?? this.report({ outcome: 'unknown', reason: 'post_state_differs', established: `the post-state read ${post.read} does not show the expected state at ${post.pointer}; that proves nothing either way` }, ctx);
+  }
+
+  /** `applied` when the declared post-state holds exactly; undefined when it does not or cannot be read. */
+  private async postStateReport(post: PostStateSpec, packet: EffectPacket, ctx: ConnectorContext): Promise<LandedReport | undefined> {
+    const bound = bindPostState(post, packet.params);
+    let result: ReadResult;
+    try {
+      result = await this.read(post.read, bound.params, ctx);
+    } catch (err) {
+      if (err instanceof ConnectorUnavailable || err instanceof ConnectorRefused) return undefined;
+      throw err;
+    }
+    const judged = postStateHolds(result.value, post.pointer, bound.equals);
+    if (!judged.holds) return undefined;
+    return this.report(
+      { outcome: 'applied', established: `the post-state read ${post.read} shows exactly the expected state at ${post.pointer}`, receipt: { postState: { read: post.read, pointer: post.pointer, observed: judged.observed } } },
+      ctx,
+    );
   }
 
   async close(): Promise<void> {
@@ -130,7 +163,7 @@ export class HttpServiceConnector implements Connector {
 
 /** The capability description of an HTTP-service configuration. */
 function describeHttp(config: HttpServiceConfig): ConnectorCapability {
-  const hashOf = (op: HttpOperationConfig) => templateHash(HTTP_CONNECTOR_KIND, { method: op.method, path: op.path, body: op.body ?? null, params: op.params });
+  const hashOf = httpOperationHash;
   const operations: OperationCapability[] = config.operations
     .filter((op) => op.kind === 'mutate')
     .map((op) => ({
@@ -153,9 +186,12 @@ function describeHttp(config: HttpServiceConfig): ConnectorCapability {
     target: config.target,
     operations,
     readOperations,
-    whatLandedConclusive: config.receipts.conclusive,
-    whatLandedMethod: config.receipts.conclusive
-      ? 'receipt lookup by idempotency key; the service declares a missing receipt conclusive'
-      : 'receipt lookup by idempotency key; a missing receipt is not proof of absence',
+    whatLandedConclusive: config.receipts?.conclusive ?? false,
+    whatLandedMethod:
+      config.receipts === undefined
+        ? 'no receipts endpoint: a declared post-state read proves applied; otherwise an operator records the outcome'
+        : config.receipts.conclusive
+          ? 'receipt lookup by idempotency key; the service declares a missing receipt conclusive'
+          : 'receipt lookup by idempotency key; a missing receipt is not proof of absence',
   };
 }

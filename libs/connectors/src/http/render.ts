@@ -96,9 +96,11 @@ export function reviewHttpConfig(config: HttpServiceConfig): void {
     if (RESERVED_HEADERS.test(header)) problems.push(`headers: ${header} is set by the connector itself`);
   }
 
-  if (!config.receipts.path.startsWith('/')) problems.push('receipts.path must start with /');
-  for (const p of pathPlaceholders(config.receipts.path)) {
-    if (p !== IDEMPOTENCY_KEY_PLACEHOLDER) problems.push(`receipts.path: {${p}} is not {${IDEMPOTENCY_KEY_PLACEHOLDER}}`);
+  if (config.receipts !== undefined) {
+    if (!config.receipts.path.startsWith('/')) problems.push('receipts.path must start with /');
+    for (const p of pathPlaceholders(config.receipts.path)) {
+      if (p !== IDEMPOTENCY_KEY_PLACEHOLDER) problems.push(`receipts.path: {${p}} is not {${IDEMPOTENCY_KEY_PLACEHOLDER}}`);
+    }
   }
 
   const seen = new Set<string>();
@@ -122,8 +124,22 @@ export function reviewHttpConfig(config: HttpServiceConfig): void {
     for (const name of Object.keys(op.params)) {
       if (!used.includes(name)) problems.push(`${where}: parameter ${name} is declared but not used`);
     }
+    if (op.postState !== undefined) problems.push(...postStateProblems(config, op).map((p) => `${where}: postState ${p}`));
   }
   if (problems.length > 0) {
     throw new EverdictError('invalid_connector_config', `connector ${config.name}: ${problems.join('; ')}`, { details: { connector: config.name, problems } });
   }
+}
+
+/** A post-state names a registered read and only the mutation's own parameters. */
+function postStateProblems(config: HttpServiceConfig, op: HttpOperationConfig): string[] {
+  const post = op.postState!;
+  const problems: string[] = [];
+  if (op.kind !== 'mutate') problems.push('is only for mutations');
+  if (!config.operations.some((o) => o.name === post.read && o.kind === 'read')) problems.push(`read ${JSON.stringify(post.read)} is not a registered read of this connector`);
+  for (const v of [...Object.values(post.params ?? {}), post.equals]) {
+    const name = typeof v === 'string' ? /^\{\{([^{}]+)\}\}$/.exec(v)?.[1] : undefined;
+    if (name !== undefined && !Object.hasOwn(op.params, name)) problems.push(`placeholder ${JSON.stringify(name)} is not a parameter of the mutation`);
+  }
+  return problems;
 }

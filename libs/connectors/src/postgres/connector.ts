@@ -34,7 +34,7 @@ import type {
 import { ConnectorRefused, ConnectorUnavailable } from '../errors.js';
 import type { ParamSpec, ParamType } from '../params.js';
 import { paramSpecProblems } from '../params.js';
-import { templateHash } from '../template-hash.js';
+import { POSTGRES_CONNECTOR_KIND, pgTemplateHash, templateHash } from '../template-hash.js';
 import type { Classified } from './classify.js';
 import { classifyCheckFailure, classifyExecuteFailure, classifyPriorReceipt, receiptFromRow, sqlState } from './classify.js';
 import type { PgTemplateConfig, PostgresEstateConfig } from './config.js';
@@ -45,7 +45,6 @@ import { DEFAULT_RECEIPTS_TABLE, claimReceipt, completeReceipt, createReceiptsTa
 import type { CompiledTemplate } from './template.js';
 import { TemplateError, bindTemplate, compileTemplate } from './template.js';
 
-const POSTGRES_CONNECTOR_KIND = 'postgres-estate';
 const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 5_000;
 const DEFAULT_MAX_READ_ROWS = 1000;
@@ -449,7 +448,7 @@ const SELECT_PARAMS: Readonly<Record<string, ParamSpec>> = { query: { type: 'str
 
 function describePostgres(config: PostgresEstateConfig, reviewed: ReviewedPostgres): ConnectorCapability {
   const { templates } = reviewed;
-  const hashOf = (t: PgTemplateConfig) => templateHash(POSTGRES_CONNECTOR_KIND, { sql: t.sql, params: t.params, expectedRows: t.expectedRows ?? null });
+  const hashOf = pgTemplateHash;
   const all = [...templates.values()].map((t) => t.config);
   const operations: OperationCapability[] = all
     .filter((t) => t.kind === 'mutate')

@@ -219,6 +219,7 @@ export interface FleetCaseType {
   initialGrants?: string[];
   budget?: FleetBudget;
   consent?: FleetConsent;
+  escalation?: FleetEscalation;
   /**
    * Run in shadow mode: only these attested first-party reads (and intrinsic tools) execute.
    */
@@ -238,6 +239,21 @@ export interface FleetConsent {
   };
   role?: string;
   ttlMs?: number;
+}
+/**
+ * What the reconciler does when an open gate or an unanswered question of this case type outlives its deadline (created_at + afterMs on the database clock, fixed once). Each escalation is ledgered as `escalated`. notify_role: the ledger record names `role` for the console and channel adapters (and NOTIFY everdict_escalation carries the case id). reask: the deadline moves once to now + afterMs and the record re-notifies the askers (a gate's decision roles); the next expiry parks for an operator. park_for_operator: the waiting task's park detail gains `operator` {reason, since} (its park reason, and so what wakes it, stay). A gate's expiry (expires_at) is unchanged by any of them. Absent: a gate only expires, a question waits.
+ */
+export interface FleetEscalation {
+  gate?: FleetEscalationRule;
+  question?: FleetEscalationRule;
+}
+/**
+ * One deadline: `afterMs` after the gate opened or the question was asked, `action` runs once; notify_role names `role` (default operator).
+ */
+export interface FleetEscalationRule {
+  afterMs: number;
+  action: "notify_role" | "reask" | "park_for_operator";
+  role?: string;
 }
 /**
  * An HTTP service. Exactly one of baseUrl or baseUrlEnv.
@@ -265,7 +281,7 @@ export interface FleetHttpConnector {
    * Largest response body kept (default 1 MiB).
    */
   maxResponseBytes?: number;
-  receipts: FleetHttpReceipts;
+  receipts?: FleetHttpReceipts;
   operations: {
     [k: string]: FleetHttpOperation | undefined;
   };
@@ -278,7 +294,7 @@ export interface FleetConnectorTarget {
   environment: string;
 }
 /**
- * WhatLanded: GET path answering for one idempotency key (`{idempotencyKey}` its only placeholder; 2xx = applied). `conclusive`: the service guarantees a 404 means never applied, so only then may the runtime retry automatically.
+ * WhatLanded: GET path answering for one idempotency key (`{idempotencyKey}` its only placeholder; 2xx = applied). `conclusive`: the service guarantees a 404 means never applied, so only then may the runtime retry automatically. Absent: the target has no receipts endpoint; an outcome in doubt is established by an operation's `postState` read, else by an operator.
  */
 export interface FleetHttpReceipts {
   path: string;
@@ -322,6 +338,7 @@ export interface FleetHttpOperation {
   body?: {
     [k: string]: unknown | undefined;
   };
+  postState?: FleetPostStateRead;
 }
 export interface FleetParamBound {
   type: "string" | "integer" | "number" | "boolean" | "uuid";
@@ -339,6 +356,25 @@ export interface FleetParamBound {
    * @maxItems 256
    */
   enum?: string[];
+}
+/**
+ * For a write: the exact state the target shows once it landed, read by a registered read of the same connector. When no receipt answers conclusively, WhatLanded runs this read (params: "{{param}}" strings take the write's bound values) and the value at `pointer` equal to `equals` (same substitution) is conclusive proof of `applied`; anything else leaves the outcome unknown (absence of the state is never proof of not applied).
+ */
+export interface FleetPostStateRead {
+  read: string;
+  params?: {
+    [k: string]: string | number | boolean | undefined;
+  };
+  /**
+   * JSON Pointer into the read's result (an HTTP read answers {status, body}).
+   */
+  pointer: string;
+  /**
+   * The expected value; a string that is exactly "{{param}}" is the write's bound value.
+   */
+  equals: {
+    [k: string]: unknown | undefined;
+  };
 }
 /**
  * A Postgres estate: reviewed SQL templates (and optionally the ad-hoc verified read sql.select), each mutation executed with its receipt in the target database.

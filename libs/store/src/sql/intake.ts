@@ -6,6 +6,10 @@ export interface CaseRow {
   id: string;
   case_type: string;
   state: string;
+  /** A parked case's reason class (a task park reason, or `unreconciled`); null otherwise. */
+  state_reason: string | null;
+  /** When the case entered its state (its age in it). */
+  state_since: Date;
   origin_key: string;
   customer: string;
   title: string;
@@ -53,7 +57,7 @@ export interface CaseQuestionRow {
   customer: string;
 }
 
-const CASE_COLUMNS = 'id, case_type, state, origin_key, customer, title, objective, stop_mode, created_at, updated_at';
+const CASE_COLUMNS = 'id, case_type, state, state_reason, state_since, origin_key, customer, title, objective, stop_mode, created_at, updated_at';
 
 export function selectCase(caseId: string): Sql {
   return { name: 'ev_intake_case', text: `SELECT ${CASE_COLUMNS} FROM cases WHERE id = $1::uuid`, values: [caseId] };

@@ -9,6 +9,7 @@
  * keys are checked at the end of the statement, when the papers of the same statement exist.
  */
 import type { Sql } from '../db.js';
+import type { ModelCallCost } from '../costs.js';
 import type { ChainedRecord } from '../ledgerHash.js';
 import { OUTBOX_CHANNEL } from './outbox.js';
 
@@ -48,6 +49,8 @@ export interface CallCompletion {
   /** The route that served a model call (a swapped route is visible per call); null for tools. */
   readonly route: string | null;
   readonly outcomeClass: string | null;
+  /** An answered model call's measured usage: its `cost_ledger` row, written only if this completion applies. */
+  readonly usage?: ModelCallCost;
 }
 
 /** CTE fragments inserting `papers` as first revisions; parameters $1..$6 are the paper columns. */
@@ -174,6 +177,11 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     t: items.map((it, idx) => ({ idx, task_id: it.taskId, owner: it.owner, epoch: it.epoch, case_id: it.caseId })),
     l: items.flatMap((it, idx) => (it.ledger ? [{ idx, seq: it.ledger.seq, record_id: it.ledger.recordId, kind: it.ledger.kind, body: it.ledger.body ?? {}, prev_hash: it.ledger.prevHash, hash: it.ledger.hash, created_at: it.ledger.createdAt }] : [])),
     p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, ...place(p.bytes) }))),
+    u: items.flatMap((it, idx) =>
+      it.completions.flatMap((d) =>
+        d.usage ? [{ idx, id: d.id, cost_id: d.usage.costId, route: d.route, model: d.usage.model, input_tokens: d.usage.inputTokens, output_tokens: d.usage.outputTokens, cost: d.usage.cost }] : [],
+      ),
+    ),
     d: items.flatMap((it, idx) => it.completions.map((d) => ({ idx, id: d.id, status: d.status, paper_id: d.responsePaperId, response_hash: d.responseHash, route: d.route, outcome_class: d.outcomeClass }))),
     i: items.flatMap((it, idx) =>
       it.intents.map((c) => ({
@@ -200,7 +208,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   // carries each task's id, case and epoch, so every writing CTE joins it alone — each extra join
   // is a hash table the server builds per statement, which at a few tasks per statement costs
   // more than the rows themselves.
-  const has = { l: batch.l.length > 0, p: batch.p.length > 0, d: batch.d.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
+  const has = { l: batch.l.length > 0, p: batch.p.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
   const shape = Object.entries(has)
     .filter(([, v]) => v)
     .map(([k]) => k)
@@ -279,8 +287,24 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
                         JOIN go USING (idx)) y
                WHERE c.id = y.id AND c.task_id = y.task_id
                  AND (c.status = 'intent' OR (c.kind = 'model' AND c.status = 'failed'))
-              RETURNING y.idx
+              RETURNING y.idx, y.id
             )`,
+          // A model call's cost row goes with its response: only a completion that applied
+          // (a call answered once is charged once; a stale part writes neither).
+          ...(has.u
+            ? [
+                `u_ins AS (
+              INSERT INTO cost_ledger (id, case_id, task_id, call_id, route, model, input_tokens, output_tokens, cost)
+              SELECT x.cost_id, go.case_id, go.task_id, x.id, COALESCE(x.route, ''), x.model, x.input_tokens, x.output_tokens, x.cost
+                FROM b, jsonb_to_recordset(b.j->'u')
+                     AS x(idx int, id uuid, cost_id uuid, route text, model text, input_tokens int, output_tokens int, cost numeric)
+                JOIN go USING (idx)
+               WHERE x.id IN (SELECT c_upd.id FROM c_upd)
+              ON CONFLICT (call_id) WHERE call_id IS NOT NULL DO NOTHING
+              RETURNING id
+            )`,
+              ]
+            : []),
         ]
       : []),
     ...(has.i

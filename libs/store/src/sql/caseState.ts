@@ -1,0 +1,128 @@
+/**
+ * The case state (seed 004 §11.1 state table) as ONE statement: it reads the committed task,
+ * gate, dispatch, call and plan records of a case, derives the state, and writes it only when
+ * it changed, returning what it was and what it is now. It is the only writer of
+ * `cases.state`; callers run it in the unit of work of the transition that changed a record,
+ * after that change, with the ledger head and the case row locked (lockCaseForState) so two
+ * refreshes of one case serialise and the later one sees the earlier one's records.
+ *
+ * Precedence, first match wins:
+ *   closed        stays closed (only the customer closes; nothing derives it away)
+ *   cancelled     a hard stop on the case, or the root task cancelled
+ *   opened        no task yet, or none has ever been claimed
+ *   resolved      the root done and nothing unreconciled (below)
+ *   parked        (class `unreconciled`) the root finished but something is not verified
+ *   at_gate       a gate of the case is open
+ *   held          approved work waits for execution: a grant issued or reserved, or its
+ *                 dispatch not yet settled
+ *   running       a task is running, or open again after it ran (between activations)
+ *   parked        every live task waits: the reason class of the latest non-`children` park
+ *                 (a parent waiting on children shows what its children wait for)
+ * Unreconciled (§11.3, mechanically checkable part): an effect call whose outcome is in doubt
+ * (intent/unknown) or not applied (failed/refused) with no applied call under the same logical
+ * key, an effect whose post-check assertions did not hold (its `effect_postcheck` record), an
+ * open gate, a proposed write whose gate was refused, rejected, expired or revoked and that no
+ * later gate of the same mutation applied, held approved work, a root plan step neither done
+ * (done is projected only after its assertion passed) nor dropped, or the root failed. The
+ * `case_state` record of such a case lists what (`why`); it stays parked, never resolved.
+ * Not yet part of `resolved`: the customer told through the arrival's channel (§11.1).
+ */
+import type { Sql } from '../db.js';
+
+/** Takes the ledger head lock, then the case row lock: the order every case-row writer keeps. */
+export function lockCaseForState(caseId: string): Sql {
+  return {
+    name: 'ev_lock_case_for_state',
+    text: `SELECT c.state FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1::uuid FOR UPDATE OF h, c`,
+    values: [caseId],
+  };
+}
+
+export interface CaseStateChange {
+  from_state: string;
+  to_state: string;
+  from_reason: string | null;
+  to_reason: string | null;
+  why: string[];
+  changed: boolean;
+}
+
+export function refreshCaseState(caseId: string): Sql {
+  return {
+    name: 'ev_refresh_case_state',
+    text: `WITH c AS (SELECT id, state, state_reason, stop_mode FROM cases WHERE id = $1::uuid),
+           root AS (SELECT id, state FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at, id LIMIT 1),
+           f AS (
+             SELECT (SELECT state FROM root) AS root_state,
+                    EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = $1::uuid AND t.fence_epoch > 0) AS ever_ran,
+                    EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = $1::uuid AND (t.state = 'running' OR (t.state = 'open' AND t.fence_epoch > 0))) AS active,
+                    (SELECT t.park_reason FROM tasks t WHERE t.case_id = $1::uuid AND t.state = 'parked'
+                      ORDER BY (t.park_reason = 'children'), t.parked_at DESC NULLS LAST, t.id LIMIT 1) AS park_reason,
+                    (SELECT count(*)::int FROM gates g WHERE g.case_id = $1::uuid AND g.state = 'open') AS open_gates,
+                    (SELECT count(*)::int FROM grants g WHERE g.case_id = $1::uuid
+                        AND NOT EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id AND d.state IN ('settled', 'refused'))
+                        AND (g.state IN ('issued', 'reserved') OR EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id))) AS held,
+                    (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                      WHERE t.case_id = $1::uuid AND rc.kind = 'effect' AND rc.status IN ('intent', 'unknown')) AS in_doubt,
+                    (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                      WHERE t.case_id = $1::uuid AND rc.kind = 'effect' AND rc.status IN ('failed', 'refused')
+                        AND NOT EXISTS (SELECT 1 FROM runtime_calls ok JOIN tasks ot ON ot.id = ok.task_id
+                                         WHERE ot.case_id = $1::uuid AND ok.kind = 'effect' AND ok.status = 'completed'
+                                           AND split_part(ok.logical_key, '#', 1) = split_part(rc.logical_key, '#', 1))) AS not_applied,
+                    (SELECT count(*)::int FROM ledger l WHERE l.case_id = $1::uuid AND l.kind = 'effect_postcheck' AND l.body->>'status' <> 'holds'
+                        AND NOT EXISTS (SELECT 1 FROM ledger ok WHERE ok.case_id = $1::uuid AND ok.kind = 'effect_postcheck'
+                                         AND ok.body->>'status' = 'holds' AND ok.body->>'callId' = l.body->>'callId' AND ok.seq > l.seq)) AS unasserted,
+                    (SELECT count(*)::int FROM gates g WHERE g.case_id = $1::uuid AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
+                        AND NOT EXISTS (SELECT 1 FROM gates g2 JOIN effect_dispatches d ON d.gate_id = g2.id JOIN runtime_calls c ON c.id = d.call_id
+                                         WHERE g2.case_id = $1::uuid AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) AS unapproved,
+                    (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) AS open_steps
+           ),
+           w AS (
+             SELECT array_remove(ARRAY[
+                      CASE WHEN f.root_state = 'failed' THEN 'the root task failed' END,
+                      CASE WHEN f.in_doubt > 0 THEN f.in_doubt || ' effect outcome(s) in doubt' END,
+                      CASE WHEN f.not_applied > 0 THEN f.not_applied || ' effect(s) not applied' END,
+                      CASE WHEN f.unapproved > 0 THEN f.unapproved || ' proposed write(s) refused, rejected or lapsed and never applied' END,
+                      CASE WHEN f.unasserted > 0 THEN f.unasserted || ' effect assertion check(s) not passed' END,
+                      CASE WHEN f.open_gates > 0 THEN f.open_gates || ' gate(s) open' END,
+                      CASE WHEN f.held > 0 THEN f.held || ' approved effect(s) not settled' END,
+                      CASE WHEN f.open_steps > 0 THEN f.open_steps || ' plan step(s) not verified' END], NULL) AS why, f.*
+               FROM f
+           ),
+           d AS (
+             SELECT CASE
+                      WHEN c.state = 'closed' THEN 'closed'
+                      WHEN c.stop_mode = 'hard' OR w.root_state = 'cancelled' THEN 'cancelled'
+                      WHEN w.root_state IS NULL OR NOT w.ever_ran THEN 'opened'
+                      WHEN w.root_state IN ('done', 'failed') AND cardinality(w.why) = 0 THEN 'resolved'
+                      WHEN w.root_state IN ('done', 'failed') THEN 'parked'
+                      WHEN w.open_gates > 0 THEN 'at_gate'
+                      WHEN w.held > 0 THEN 'held'
+                      WHEN w.active THEN 'running'
+                      WHEN w.park_reason IS NOT NULL THEN 'parked'
+                      ELSE 'opened'
+                    END AS state,
+                    w.why, w.root_state, w.park_reason, w.active, w.open_gates
+               FROM c, w
+           ),
+           r AS (
+             SELECT d.state, d.why,
+                    CASE WHEN d.state <> 'parked' THEN NULL
+                         WHEN d.root_state IN ('done', 'failed') THEN 'unreconciled'
+                         ELSE d.park_reason END AS reason
+               FROM d
+           ),
+           u AS (
+             UPDATE cases SET state = r.state, state_reason = r.reason,
+                              state_since = CASE WHEN cases.state = r.state THEN cases.state_since ELSE now() END,
+                              row_version = cases.row_version + 1, updated_at = now()
+               FROM r
+              WHERE cases.id = $1::uuid AND (cases.state, cases.state_reason) IS DISTINCT FROM (r.state, r.reason)
+          RETURNING cases.id
+           )
+           SELECT c.state AS from_state, r.state AS to_state, c.state_reason AS from_reason, r.reason AS to_reason, r.why,
+                  EXISTS (SELECT 1 FROM u) AS changed
+             FROM c, r`,
+    values: [caseId],
+  };
+}

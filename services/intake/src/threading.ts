@@ -1,0 +1,201 @@
+/**
+ * Threading (issue 13 item 3): an arrival that belongs to an existing case — a mail replying
+ * to the case's mail (In-Reply-To / References naming a Message-ID the case recorded), or a
+ * webhook naming the case's origin key (a comment on the same ticket) — appends to THAT case
+ * as a new input instead of opening a second one:
+ *
+ *   the root parked on an open question  → the input answers it: `question.answered` (the same
+ *                                          message as an HTTP answer), which wakes exactly
+ *                                          that task;
+ *   otherwise                            → the input is a note for the root task, read at its
+ *                                          next turn (a finished case is not reopened here:
+ *                                          the note and its ledger record are all it gets).
+ *
+ * Every input is recorded in `case_inputs` under its input key in the unit of work that
+ * applies it, so a redelivery (mail sources and webhooks deliver at least once) applies
+ * nothing twice. Threading is scoped to the customer the source names: a reply naming another
+ * customer's Message-ID opens a case of its own.
+ */
+import type { NormalisedArrival, OpenedCase } from '@everdict/intake-sources';
+import { normaliseMessageId } from '@everdict/intake-sources';
+import { storableText } from '@everdict/http-api';
+import { addNote, enqueuePlatformMessage } from '@everdict/store';
+import type { Queryable, Store, UnitOfWork } from '@everdict/store';
+
+/** Most References a reply is matched on (newest first); a longer chain is rare and unbounded. */
+const MAX_REFERENCES = 50;
+/** The question.answered payload's limit on answer text. */
+const MAX_ANSWER_CHARS = 16000;
+
+// ------------------------------------------------------------------------------ pure decisions
+
+/** The arrival's identity as one input: a webhook redelivery has the same body, a new comment on the same ticket does not. */
+export function inputKey(a: NormalisedArrival): string {
+  return a.raw.kind === 'webhook' ? `${a.originKey}#sha256:${a.raw.bodySha256}` : a.originKey;
+}
+
+/** Message-IDs a mail replies to, most specific first: In-Reply-To, then References newest first. */
+export function replyTargets(a: NormalisedArrival): string[] {
+  if (a.raw.kind !== 'imap') return [];
+  const ids = [a.raw.inReplyTo, ...[...a.raw.references].reverse()].map((x) => normaliseMessageId(x)).filter((x): x is string => x !== undefined);
+  return [...new Set(ids)].slice(0, MAX_REFERENCES);
+}
+
+/** The arrival's own Message-ID, so replies to it thread too. */
+export function ownMessageId(a: NormalisedArrival): string | undefined {
+  return a.raw.kind === 'imap' ? normaliseMessageId(a.raw.messageId) : undefined;
+}
+
+/**
+ * The new text of a reply: quoted lines (`>`) and the attribution line introducing them
+ * ("On … wrote:") dropped, so an answer is what the customer wrote, not the thread again.
+ * Falls back to the title when nothing is left.
+ */
+export function replyText(a: Pick<NormalisedArrival, 'title' | 'body'>): string {
+  // Mail and webhook text cannot be refused: NULs and lone surrogates become U+FFFD, as in openCase.
+  const lines = storableText(a.body).split(/\r?\n/);
+  const kept = lines.filter((l) => !/^\s*>/.test(l));
+  while (kept.length > 0 && /^\s*$/.test(kept[kept.length - 1]!)) kept.pop();
+  if (kept.length > 0 && /\bwrote:\s*$/.test(kept[kept.length - 1]!)) kept.pop();
+  const text = kept.join('\n').trim();
+  // Re-cleaned after the cut: a cut through a surrogate pair leaves a lone half.
+  return storableText((text.length > 0 ? text : storableText(a.title)).slice(0, MAX_ANSWER_CHARS));
+}
+
+/** Who answered, as a principal-shaped id: the channel and the case's customer (never an address). */
+export function channelPrincipal(source: NormalisedArrival['source'], customer: string): string {
+  return `${source}:${customer.replace(/[^A-Za-z0-9._@:-]/g, '_')}`.slice(0, 128);
+}
+
+// ------------------------------------------------------------------------------ SQL
+
+interface TargetRow {
+  readonly id: string;
+  readonly state: string;
+  readonly customer: string;
+}
+
+/** The case an arrival threads into: its own origin key first, then the Message-IDs it replies to. */
+async function findThreadTarget(q: Queryable, a: NormalisedArrival, customer: string): Promise<string | undefined> {
+  const byKey = await q.query<{ id: string }>({ text: `SELECT id FROM cases WHERE origin_key = $1 AND customer = $2`, values: [a.originKey, customer] });
+  if (byKey.rows[0]) return byKey.rows[0].id;
+  const ids = replyTargets(a);
+  if (ids.length === 0) return undefined;
+  // array_position keeps the most specific match (In-Reply-To before References).
+  const r = await q.query<{ id: string }>({
+    text: `SELECT c.id FROM case_message_ids m JOIN cases c ON c.id = m.case_id
+            WHERE m.message_id = ANY($1::text[]) AND c.customer = $2
+            ORDER BY array_position($1::text[], m.message_id) LIMIT 1`,
+    values: [ids, customer],
+  });
+  return r.rows[0]?.id;
+}
+
+/**
+ * Serialises inputs to one case, so two replies never both take the same open question. A
+ * transaction-level advisory lock only inputs take, taken before any row lock: it joins no
+ * lock cycle with the turn-worker or the case-state refresh.
+ */
+async function serialiseInputs(uow: UnitOfWork, caseId: string): Promise<void> {
+  await uow.query({ text: `SELECT pg_advisory_xact_lock(hashtext('everdict.case_input'), hashtext($1::text))`, values: [caseId] });
+}
+
+/**
+ * Locks the case's ledger head, then its row — the order every case-row writer keeps — after
+ * the question and task rows (the turn-worker's order: question, task, ledger head, case).
+ */
+async function lockCase(uow: UnitOfWork, caseId: string): Promise<TargetRow | undefined> {
+  const r = await uow.query<TargetRow>({
+    text: `SELECT c.id, c.state, c.customer FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1 FOR UPDATE OF h, c`,
+    values: [caseId],
+  });
+  return r.rows[0];
+}
+
+/** Records the input once; false when this input key was applied before (a redelivery). */
+async function recordInput(uow: UnitOfWork, caseId: string, a: NormalisedArrival, appliedAs: 'opened' | 'answered' | 'appended', questionId: string | null): Promise<boolean> {
+  const r = await uow.query({
+    text: `INSERT INTO case_inputs (input_key, case_id, origin_key, source, applied_as, question_id) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (input_key) DO NOTHING`,
+    values: [inputKey(a), caseId, a.originKey, a.source, appliedAs, questionId],
+  });
+  return r.rowCount === 1;
+}
+
+async function recordMessageId(uow: UnitOfWork, caseId: string, a: NormalisedArrival): Promise<void> {
+  const mid = ownMessageId(a);
+  if (mid === undefined) return;
+  await uow.query({ text: `INSERT INTO case_message_ids (message_id, case_id, direction) VALUES ($1, $2, 'received') ON CONFLICT (message_id) DO NOTHING`, values: [mid, caseId] });
+}
+
+/**
+ * The root's open question a customer can answer: unanswered, the root parked on exactly it,
+ * and no earlier input already sent its answer (that one is on its way: a second input is new
+ * material, not a second answer the turn-worker would ignore).
+ */
+async function openRootQuestion(uow: UnitOfWork, caseId: string): Promise<{ questionId: string; taskId: string } | undefined> {
+  const r = await uow.query<{ question_id: string; task_id: string }>({
+    text: `SELECT q.id AS question_id, q.task_id FROM questions q JOIN tasks t ON t.id = q.task_id
+            WHERE q.case_id = $1 AND q.answer IS NULL AND t.parent_id IS NULL
+              AND t.state = 'parked' AND t.park_reason = 'question' AND t.park_detail->>'questionId' = q.id::text
+              AND NOT EXISTS (SELECT 1 FROM case_inputs i WHERE i.question_id = q.id)
+            ORDER BY q.created_at LIMIT 1 FOR KEY SHARE OF q, t`,
+    values: [caseId],
+  });
+  const row = r.rows[0];
+  return row ? { questionId: row.question_id, taskId: row.task_id } : undefined;
+}
+
+async function rootTask(uow: UnitOfWork, caseId: string): Promise<string | undefined> {
+  return (await uow.query<{ id: string }>({ text: `SELECT id FROM tasks WHERE case_id = $1 AND parent_id IS NULL ORDER BY created_at LIMIT 1 FOR KEY SHARE`, values: [caseId] })).rows[0]?.id;
+}
+
+/**
+ * Records the Message-ID of a mail sent for the case (a notification, a reply), in the unit of
+ * work that sends it, so a reply to that mail threads into the case.
+ */
+export async function recordSentMessageId(uow: UnitOfWork, caseId: string, messageId: string): Promise<void> {
+  const mid = normaliseMessageId(messageId);
+  if (mid === undefined) return;
+  await uow.query({ text: `INSERT INTO case_message_ids (message_id, case_id, direction) VALUES ($1, $2, 'sent') ON CONFLICT (message_id) DO NOTHING`, values: [mid, caseId] });
+}
+
+// ------------------------------------------------------------------------------ units of work
+
+/** Called inside openCase's unit of work: the opening arrival is the case's first input and its Message-ID starts the thread. */
+export async function recordOpeningArrival(uow: UnitOfWork, caseId: string, a: NormalisedArrival): Promise<void> {
+  await recordInput(uow, caseId, a, 'opened', null);
+  await recordMessageId(uow, caseId, a);
+}
+
+/**
+ * Threads the arrival into an existing case and applies it, in one unit of work; undefined
+ * when it belongs to no case (the caller opens one). A redelivered input answers the case it
+ * went to with `created: false` and writes nothing.
+ */
+export async function threadArrival(store: Store, a: NormalisedArrival, customer: string, sender: 'intake'): Promise<OpenedCase | undefined> {
+  return store.unitOfWork(async (uow) => {
+    const found = await findThreadTarget(uow, a, customer);
+    if (found === undefined) return undefined;
+    // Lock order: inputs, question and task rows, ledger head, case row (see lockCase).
+    await serialiseInputs(uow, found);
+    const question = await openRootQuestion(uow, found);
+    const root = question ? question.taskId : await rootTask(uow, found);
+    const target = await lockCase(uow, found);
+    if (!target) return undefined;
+    // The input key's row is written first: a redelivery (or a replica racing this one) finds
+    // it taken and applies nothing.
+    if (!(await recordInput(uow, target.id, a, question ? 'answered' : 'appended', question?.questionId ?? null))) return { caseId: target.id, created: false };
+    const ledgerBase = { source: a.source, originKey: a.originKey, receivedAt: a.receivedAt, attachments: a.attachments.length };
+    if (question) {
+      const answeredBy = channelPrincipal(a.source, target.customer);
+      const messageId = await enqueuePlatformMessage(uow, sender, 'question.answered', target.id, { questionId: question.questionId, taskId: question.taskId, answer: replyText(a), answeredBy });
+      // Bodies and addresses stay out of the ledger: it names the input and what it did.
+      await uow.appendLedger(target.id, { kind: 'answer_submitted', body: { ...ledgerBase, questionId: question.questionId, taskId: question.taskId, answeredBy, messageId, threaded: true } });
+    } else {
+      if (root) await addNote(uow, root, 'case_input', { source: a.source, title: storableText(a.title), text: replyText(a), receivedAt: a.receivedAt }, null);
+      await uow.appendLedger(target.id, { kind: 'case_input_appended', body: { ...ledgerBase, rootTaskId: root ?? null, caseState: target.state } });
+    }
+    await recordMessageId(uow, target.id, a);
+    return { caseId: target.id, created: false };
+  });
+}
