@@ -23,6 +23,14 @@ BEGIN
 END;
 $$;
 
+CREATE TABLE public.case_external_calls (
+    case_id uuid NOT NULL,
+    task_id uuid NOT NULL,
+    call_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT case_external_calls_call_id_check CHECK (((length(call_id) >= 1) AND (length(call_id) <= 200)))
+);
+
 CREATE TABLE public.case_inputs (
     input_key text NOT NULL,
     case_id uuid NOT NULL,
@@ -31,7 +39,7 @@ CREATE TABLE public.case_inputs (
     applied_as text NOT NULL,
     question_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT case_inputs_applied_as_check CHECK ((applied_as = ANY (ARRAY['opened'::text, 'answered'::text, 'appended'::text]))),
+    CONSTRAINT case_inputs_applied_as_check CHECK ((applied_as = ANY (ARRAY['opened'::text, 'answered'::text, 'appended'::text, 'reopened'::text]))),
     CONSTRAINT case_inputs_check CHECK (((applied_as = 'answered'::text) = (question_id IS NOT NULL))),
     CONSTRAINT case_inputs_source_check CHECK ((source = ANY (ARRAY['mailbox'::text, 'webhook'::text, 'api'::text, 'schedule'::text])))
 );
@@ -42,6 +50,16 @@ CREATE TABLE public.case_message_ids (
     direction text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT case_message_ids_direction_check CHECK ((direction = ANY (ARRAY['received'::text, 'sent'::text])))
+);
+
+CREATE TABLE public.case_sessions (
+    case_id uuid NOT NULL,
+    state text NOT NULL,
+    controller text NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT case_sessions_controller_check CHECK (((length(controller) >= 1) AND (length(controller) <= 200))),
+    CONSTRAINT case_sessions_state_check CHECK ((state = ANY (ARRAY['live'::text, 'stopped'::text, 'resumed'::text, 'deleted'::text])))
 );
 
 CREATE TABLE public.cases (
@@ -59,6 +77,8 @@ CREATE TABLE public.cases (
     stop_mode text,
     state_reason text,
     state_since timestamp with time zone DEFAULT now() NOT NULL,
+    closed_at timestamp with time zone,
+    closed_by text,
     CONSTRAINT cases_state_check CHECK ((state = ANY (ARRAY['opened'::text, 'running'::text, 'parked'::text, 'at_gate'::text, 'held'::text, 'resolved'::text, 'closed'::text, 'cancelled'::text]))),
     CONSTRAINT cases_stop_mode_check CHECK ((stop_mode = ANY (ARRAY['hard'::text, 'soft'::text])))
 );
@@ -85,6 +105,17 @@ CREATE TABLE public.cost_ledger (
     output_tokens integer,
     cost numeric,
     recorded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE public.customer_notifications (
+    id uuid NOT NULL,
+    case_id uuid NOT NULL,
+    root_task_id uuid NOT NULL,
+    channel text NOT NULL,
+    message_id text NOT NULL,
+    text text NOT NULL,
+    delivered_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT customer_notifications_channel_check CHECK ((channel = ANY (ARRAY['mail'::text, 'webhook'::text, 'stored'::text])))
 );
 
 CREATE TABLE public.dead_letters (
@@ -472,7 +503,7 @@ CREATE TABLE public.tasks (
     waiting_minutes numeric DEFAULT 0 NOT NULL,
     CONSTRAINT tasks_cancel_requested_check CHECK ((cancel_requested = ANY (ARRAY['hard'::text, 'soft'::text]))),
     CONSTRAINT tasks_depth_check CHECK ((depth >= 0)),
-    CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text, 'consent'::text]))),
+    CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text, 'consent'::text, 'capacity'::text]))),
     CONSTRAINT tasks_park_reason_iff_parked CHECK (((state = 'parked'::text) = (park_reason IS NOT NULL))),
     CONSTRAINT tasks_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'parked'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
 );
@@ -513,6 +544,9 @@ ALTER TABLE ONLY public.case_inputs
 ALTER TABLE ONLY public.case_message_ids
     ADD CONSTRAINT case_message_ids_pkey PRIMARY KEY (message_id);
 
+ALTER TABLE ONLY public.case_sessions
+    ADD CONSTRAINT case_sessions_pkey PRIMARY KEY (case_id);
+
 ALTER TABLE ONLY public.cases
     ADD CONSTRAINT cases_origin_key_key UNIQUE (origin_key);
 
@@ -527,6 +561,12 @@ ALTER TABLE ONLY public.consents
 
 ALTER TABLE ONLY public.cost_ledger
     ADD CONSTRAINT cost_ledger_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.customer_notifications
+    ADD CONSTRAINT customer_notifications_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.customer_notifications
+    ADD CONSTRAINT customer_notifications_root_task_id_key UNIQUE (root_task_id);
 
 ALTER TABLE ONLY public.dead_letters
     ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (seq);
@@ -633,6 +673,8 @@ ALTER TABLE ONLY public.turn_checkpoints
 ALTER TABLE ONLY public.version_decisions
     ADD CONSTRAINT version_decisions_pkey PRIMARY KEY (task_id, versions_hash);
 
+CREATE INDEX case_external_calls_window_idx ON public.case_external_calls USING btree (case_id, at);
+
 CREATE INDEX case_inputs_case_idx ON public.case_inputs USING btree (case_id, created_at);
 
 CREATE INDEX case_message_ids_case_idx ON public.case_message_ids USING btree (case_id);
@@ -644,6 +686,8 @@ CREATE INDEX cases_state_idx ON public.cases USING btree (state, created_at DESC
 CREATE UNIQUE INDEX cost_ledger_call_idx ON public.cost_ledger USING btree (call_id) WHERE (call_id IS NOT NULL);
 
 CREATE INDEX cost_ledger_case_idx ON public.cost_ledger USING btree (case_id);
+
+CREATE INDEX customer_notifications_case_idx ON public.customer_notifications USING btree (case_id, delivered_at);
 
 CREATE INDEX effect_dispatches_call_idx ON public.effect_dispatches USING btree (call_id) WHERE (call_id IS NOT NULL);
 
@@ -695,6 +739,9 @@ CREATE TRIGGER ledger_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger 
 
 CREATE TRIGGER tasks_charge_minutes BEFORE UPDATE OF state ON public.tasks FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.tasks_charge_minutes();
 
+ALTER TABLE ONLY public.case_external_calls
+    ADD CONSTRAINT case_external_calls_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
 ALTER TABLE ONLY public.case_inputs
     ADD CONSTRAINT case_inputs_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
@@ -703,6 +750,9 @@ ALTER TABLE ONLY public.case_inputs
 
 ALTER TABLE ONLY public.case_message_ids
     ADD CONSTRAINT case_message_ids_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.case_sessions
+    ADD CONSTRAINT case_sessions_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
 ALTER TABLE ONLY public.consents
     ADD CONSTRAINT consents_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);
@@ -718,6 +768,12 @@ ALTER TABLE ONLY public.cost_ledger
 
 ALTER TABLE ONLY public.cost_ledger
     ADD CONSTRAINT cost_ledger_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.customer_notifications
+    ADD CONSTRAINT customer_notifications_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
+
+ALTER TABLE ONLY public.customer_notifications
+    ADD CONSTRAINT customer_notifications_root_task_id_fkey FOREIGN KEY (root_task_id) REFERENCES public.tasks(id);
 
 ALTER TABLE ONLY public.decisions
     ADD CONSTRAINT decisions_gate_id_fkey FOREIGN KEY (gate_id) REFERENCES public.gates(id);

@@ -125,7 +125,9 @@ describe('the case lifecycle', () => {
     t.forEach((x, i) => expect(x.from).toBe(i === 0 ? 'opened' : t[i - 1]!.to));
     expect(t.find((x) => x.to === 'at_gate')).toMatchObject({ cause: 'gate_opened', gateId: gate.id });
     expect(t.find((x) => x.to === 'held')).toMatchObject({ cause: 'gate_approved', gateId: gate.id });
-    expect(t.at(-1)).toMatchObject({ to: 'resolved', cause: 'task_done' });
+    // The finished root waits to tell the customer; the recorded delivery resolves the case.
+    expect(t.at(-2)).toMatchObject({ to: 'parked', reason: 'telling_customer', cause: 'task_done' });
+    expect(t.at(-1)).toMatchObject({ to: 'resolved', cause: 'customer_told' });
     expect((await caseRow(caseId)).state).toBe('resolved');
     expect(await f.store.verifyLedger(caseId)).toMatchObject({ ok: true });
   });

@@ -151,11 +151,18 @@ describe('threading: a reply appends to its case', () => {
     expect(await countOf("SELECT 1 FROM outbox_messages WHERE case_id = $1 AND type = 'question.answered'", [caseId])).toBe(1);
     expect(await countOf("SELECT 1 FROM ledger WHERE case_id = $1 AND kind = 'answer_submitted'", [caseId])).toBe(1);
 
-    // With no open question left, a further comment is new material for the root: a note.
-    expect(await send({ ticket: { id: 'T-77', title: 'VPN down' }, comment: 'It works again, thanks.' })).toMatchObject({ status: 200, caseId, created: false });
     const notes = await fx.rows<{ body: { text: string } }>("SELECT n.body FROM task_notes n JOIN tasks t ON t.id = n.task_id WHERE t.case_id = $1 AND n.kind = 'case_input' ORDER BY n.seq", [caseId]);
-    expect(notes.map((n) => n.body.text)).toEqual(['Also check the router.', 'It works again, thanks.']);
-    expect(await countOf("SELECT 1 FROM ledger WHERE case_id = $1 AND kind = 'case_input_appended'", [caseId])).toBe(2);
+    expect(notes.map((n) => n.body.text)).toEqual(['Also check the router.']);
+    expect(await countOf("SELECT 1 FROM ledger WHERE case_id = $1 AND kind = 'case_input_appended'", [caseId])).toBe(1);
+
+    // The root is done (no channel tells this customer here: the case waits to tell them). A
+    // further comment is not a note for a root that will never read it: it reopens the case
+    // with a new root whose objective it is (channels.test.ts covers told → reopened).
+    await eventually(async () => (await fx.rows<{ state_reason: string | null }>('SELECT state_reason FROM cases WHERE id = $1', [caseId]))[0]!.state_reason === 'telling_customer', { what: 'the case waits to tell the customer', timeoutMs: 10_000 });
+    expect(await send({ ticket: { id: 'T-77', title: 'VPN down' }, comment: 'It works again, thanks.' })).toMatchObject({ status: 200, caseId, created: false });
+    expect(await countOf("SELECT 1 FROM ledger WHERE case_id = $1 AND kind = 'case_reopened'", [caseId])).toBe(1);
+    expect(await countOf('SELECT 1 FROM tasks WHERE case_id = $1 AND parent_id IS NULL', [caseId])).toBe(2);
+    expect((await fx.rows<{ applied_as: string }>('SELECT applied_as FROM case_inputs WHERE case_id = $1 ORDER BY created_at', [caseId])).map((r) => r.applied_as)).toEqual(['opened', 'answered', 'appended', 'reopened']);
     expect(await countOf("SELECT 1 FROM cases WHERE origin_key LIKE 'webhook:tickets:%'")).toBe(1);
   });
 });

@@ -12,9 +12,10 @@ import type { ApiTarget } from './client.js';
 import { caseText, casesText, fleetStopsText, fleetText, gatesText } from './format.js';
 import { gateCommand, ledgerCommand, pollInterval, revokeCommand, verifyCommand } from './ledgerOps.js';
 import { outcomeCommand } from './outcomeOps.js';
+import { takeoverCommand } from './sessionOps.js';
 import type { CaseDetailView, CaseSummaryView, FleetStopView, FleetView, GateView } from './format.js';
 
-const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet', 'verify', 'ledger', 'gate', 'revoke', 'outcome'] as const;
+const OPS_COMMANDS = ['cases', 'case', 'gates', 'decide', 'answer', 'cancel', 'resume', 'top-up', 'fleet', 'verify', 'ledger', 'gate', 'revoke', 'outcome', 'takeover'] as const;
 type OpsCommand = (typeof OPS_COMMANDS)[number];
 
 export const OPS_HELP = `  cases [--state S] [--limit N] [--before ID]
@@ -32,6 +33,9 @@ export const OPS_HELP = `  cases [--state S] [--limit N] [--before ID]
   outcome <callId> --applied|--not-applied|--partly-applied --evidence TEXT [--proof PAPER]
                                       record what landed for an effect call in doubt (operator, or a role that
                                       decided its gate); only applied / not applied release its impact keys
+  takeover <caseId> --reason R        take over the case's session (role operator); the previous controller is
+                                      notified and the handover ledgered. Cancel, resume, top-up, answer and outcome
+                                      on a case are for its controller (the first principal to act) only
   gates [--state open|approved|…]     gates the principal may decide
   decide <gateId> --decision D --verdict approve|reject --digest sha256:… [--reason R]
   answer <questionId> <text…>         answer a question that parked a task
@@ -234,6 +238,8 @@ export async function runOps(command: OpsCommand, argv: readonly string[], env: 
       return gateCommand(t, one(a, 'gate id'), a.json);
     case 'revoke':
       return revokeCommand(t, one(a, 'gate id'), a.reason, a.json);
+    case 'takeover':
+      return takeoverCommand(t, one(a, 'case id'), a.reason, a.json);
     case 'outcome':
       return outcomeCommand(t, one(a, 'effect call id'), a, a.json);
   }

@@ -84,6 +84,8 @@ export interface CaseDetailView extends CaseSummaryView {
   plans?: PlanView[];
   /** Parked tasks an expired deadline handed to an operator. */
   awaitingOperator?: { taskId: string; reason: string; since: string }[];
+  /** The case's session; absent from an intake older than sessions. */
+  session?: { state: string; controller: string | null; since: string };
 }
 
 export interface PlanView {
@@ -124,6 +126,7 @@ export function caseText(c: CaseDetailView): string {
     `case ${c.caseId}  ${c.state}${c.stopMode ? ` (stop ${c.stopMode})` : ''}`,
     `type ${c.caseType}  customer ${c.customer}  created ${c.createdAt}`,
     `title ${c.title}`,
+    ...(c.session ? [`session ${c.session.state}  controller ${c.session.controller ?? '(none yet)'}  since ${c.session.since}`] : []),
     '',
     'tasks:',
     ...treeLines(c.tasks, '  '),

@@ -34,6 +34,7 @@ import {
   type ToolDescriptor,
   type ToolOutcome,
   unavailableConnector,
+  capacityWait,
 } from '@everdict/contracts';
 import type { ChatMessage } from '@everdict/llm';
 import { foldEffect, type IntrinsicEffect, type ToolCallRecord } from './call-record.js';
@@ -134,7 +135,7 @@ async function decideAndRun(ports: KernelPorts, ctx: RunContext, state: RunState
     content = out.content;
     outcome = out.isError === true ? 'tool_error' : 'ok';
   } catch (err) {
-    if (descriptor.access === 'read' && unavailableConnector(err) !== null) throw err;
+    if (descriptor.access === 'read' && (unavailableConnector(err) !== null || capacityWait(err) !== null)) throw err;
     content = `Tool ${descriptor.name} failed: ${err instanceof Error ? err.message : String(err)}`;
     outcome = 'tool_error';
   }
@@ -209,8 +210,10 @@ export async function dispatchActions(
     // the turn, and each outcome that was produced is recorded with it.
     const ended = await Promise.allSettled(batch.map((slot) => settleCall(ports, ctx, before, slot, events)));
     const failures = ended.flatMap((e) => (e.status === 'rejected' ? [e.reason as unknown] : []));
-    // A real fault first, then a pending consent (it parks on a decision), then a down connector.
-    if (failures.length > 0) throw failures.find((f) => unavailableConnector(f) === null && pendingConsentTool(f) === null) ?? failures.find((f) => pendingConsentTool(f) !== null) ?? failures[0];
+    // A real fault first, then a pending consent (it parks on a decision), then a down connector
+    // or a per-case cap (both park on a timer).
+    if (failures.length > 0)
+      throw failures.find((f) => unavailableConnector(f) === null && pendingConsentTool(f) === null && capacityWait(f) === null) ?? failures.find((f) => pendingConsentTool(f) !== null) ?? failures[0];
     const settled = ended.map((e) => (e as PromiseFulfilledResult<Awaited<ReturnType<typeof settleCall>>>).value);
     settled.forEach(({ rec, callId, replayed }, i) => {
       const slot = batch[i]!;

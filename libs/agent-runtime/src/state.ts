@@ -4,7 +4,7 @@
  * the next turn, possibly in another process. Nothing the kernel needs between turns lives
  * outside it.
  */
-import { ZERO_USAGE, type BudgetUsage, type BudgetDimension, type ExecutionEnvelope, type ExecutionMode, type ParkReason } from '@everdict/contracts';
+import { ZERO_USAGE, type BudgetUsage, type BudgetDimension, type CapacityWait, type ExecutionEnvelope, type ExecutionMode, type ParkReason } from '@everdict/contracts';
 import type { ChatMessage } from '@everdict/llm';
 import type { ModelErrorKind } from '@everdict/llm';
 
@@ -73,10 +73,12 @@ export type Settlement =
   | {
       readonly kind: 'suspended';
       readonly parkReason: ParkReason;
-      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down' | 'consent';
+      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down' | 'consent' | 'capacity';
       readonly budgetDimension?: BudgetDimension;
       /** The connector (an MCP server, a connector) a `connector_down` halt waits on. */
       readonly connector?: string;
+      /** The per-case cap a `capacity` halt waits on, and when it allows again. */
+      readonly capacity?: CapacityWait;
       readonly handoff: 'published' | 'failed' | 'absent';
       /** How many sub-agent questions the halting `wait` answers (absent: none); the host delivers them with the park. */
       readonly answers?: number;

@@ -5,7 +5,7 @@
  * commits both with the checkpoint. Running the same turn again from the same state replays
  * the journal instead of repeating any call.
  */
-import { budgetExhausted, EverdictError, pendingConsentTool, refusalText, unavailableConnector, type BudgetDimension, type ParkReason, type ToolCallAction } from '@everdict/contracts';
+import { budgetExhausted, capacityWait, EverdictError, pendingConsentTool, refusalText, unavailableConnector, type BudgetDimension, type CapacityWait, type ParkReason, type ToolCallAction } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest } from '@everdict/llm';
 import { decodeActionDocument, PROBLEM_REFUSAL } from './action-document.js';
 import { dispatchActions, type DocumentRefusal } from './dispatch.js';
@@ -40,7 +40,7 @@ async function suspend(
   state: RunState,
   parkReason: ParkReason,
   cause: Extract<Settlement, { kind: 'suspended' }>['cause'],
-  extra: { budgetDimension?: BudgetDimension; answers?: number; connector?: string } = {},
+  extra: { budgetDimension?: BudgetDimension; answers?: number; connector?: string; capacity?: CapacityWait } = {},
 ): Promise<RunState> {
   let handoff: HandoffFate = 'absent';
   if (ports.handoff !== undefined) {
@@ -131,6 +131,9 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
     // The turn is not consumed: resuming replays the journalled response and the calls that
     // completed, and asks for the consent of the call whose intent is open again.
     if (pendingConsentTool(err) !== null) return settled(await suspend(ports, charge(state), 'consent', 'consent'), events);
+    // A per-case cap held a read back before it started: the same replay when it resumes.
+    const capacity = capacityWait(err);
+    if (capacity !== null) return settled(await suspend(ports, charge(state), 'capacity', 'capacity', { capacity }), events);
     const connector = unavailableConnector(err);
     if (connector === null) throw err;
     // The turn is not consumed: resuming replays the journalled response and the calls that

@@ -9,6 +9,7 @@
  * A class with no wake cause stays parked, visible, until an operator cancels it — a parked
  * task is never failed for waiting.
  */
+import { EverdictError, isEverdictError } from './errors.js';
 import type { RunnableReason } from './states.js';
 
 /** TASKS.park_reason: the closed set of reasons a task waits for; its class decides what wakes it. */
@@ -22,6 +23,7 @@ export const PARK_REASONS = [
   'capability_gap',
   'children',
   'consent',
+  'capacity',
 ] as const;
 export type ParkReason = (typeof PARK_REASONS)[number];
 
@@ -68,6 +70,9 @@ export const PARK_CLASSES = {
   capability_gap: { wakes: [], timer: false },
   children: { wakes: ['children_reported', 'child_question'], timer: false },
   consent: { wakes: ['consent_decided'], timer: false },
+  // A per-case cap (§11.5) was full when the task was to run: it waits, never fails; the timer
+  // retries the claim, which parks it again while the cap stays full.
+  capacity: { wakes: ['backoff'], timer: true },
 } as const satisfies Record<ParkReason, ParkClass>;
 
 /** The `task.runnable` reason a woken task is nudged with, per cause. */
@@ -105,4 +110,34 @@ export function armsTimer(reason: string | null): boolean {
 /** The park reasons that arm a backoff timer, in PARK_REASONS order. */
 export function timerReasons(): readonly ParkReason[] {
   return PARK_REASONS.filter((r) => armsTimer(r));
+}
+
+/**
+ * The code a READ throws when a per-case cap holds it back before it started (a case type's
+ * `caps.externalCallsPerMinute`). Like a down connector, nothing ran and nothing is the model's
+ * to judge: the kernel leaves the call's intent open and suspends the run `capacity`; the host
+ * parks it with a timer of `retryAfterMs` (when the window allows again), and the resumed turn
+ * runs the read under the same call id.
+ */
+export const AT_CAPACITY = 'at_capacity';
+
+/** What a capacity wait says: which cap, its limit, and when to try again. */
+export interface CapacityWait {
+  readonly cap: string;
+  readonly limit: number;
+  readonly retryAfterMs: number;
+}
+
+export class AtCapacity extends EverdictError {
+  constructor(wait: CapacityWait) {
+    super(AT_CAPACITY, `the case is at its ${wait.cap} cap (${wait.limit}); retry in ${wait.retryAfterMs} ms`, { retryable: true, details: { ...wait } });
+  }
+}
+
+/** The capacity wait a read's failure is, or null when it is something else. */
+export function capacityWait(err: unknown): CapacityWait | null {
+  if (!isEverdictError(err, AT_CAPACITY)) return null;
+  const { cap, limit, retryAfterMs } = err.details as Record<string, unknown>;
+  if (typeof cap !== 'string' || typeof limit !== 'number' || typeof retryAfterMs !== 'number') return null;
+  return { cap, limit, retryAfterMs: Math.max(0, retryAfterMs) };
 }

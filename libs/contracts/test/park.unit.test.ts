@@ -14,6 +14,7 @@ describe('park classes: what wakes each park reason', () => {
     capability_gap: [],
     children: ['children_reported', 'child_question'],
     consent: ['consent_decided'],
+    capacity: ['backoff'],
   };
 
   it('has exactly one class per park reason', () => {
@@ -30,7 +31,7 @@ describe('park classes: what wakes each park reason', () => {
       expect(reasons.length, cause).toBeGreaterThan(0);
       expect(reasons).toEqual(PARK_REASONS.filter((r) => expected[r].includes(cause)));
     }
-    expect(wokenBy('backoff')).toEqual(['connector_down', 'provider_down']);
+    expect(wokenBy('backoff')).toEqual(['connector_down', 'provider_down', 'capacity']);
     expect(wokenBy('child_question')).toEqual(['children']);
   });
 
@@ -45,7 +46,7 @@ describe('park classes: what wakes each park reason', () => {
   });
 
   it('a timer is armed exactly by the classes the backoff wakes', () => {
-    expect(timerReasons()).toEqual(['connector_down', 'provider_down']);
+    expect(timerReasons()).toEqual(['connector_down', 'provider_down', 'capacity']);
     for (const r of PARK_REASONS) expect(armsTimer(r), r).toBe(wakes(r, 'backoff'));
   });
 

@@ -37,3 +37,8 @@ export * from './fleetStop.js';
 export * from './deadlines.js';
 // Plan revisions and their confirmations, for the case view (issue 13 item 9).
 export * from './planView.js';
+// A case's session: its live execution and the one principal that operates it (issue 13 item 2).
+export * from './sessions.js';
+// Per-case caps at the claim: worker slots (issue 13 item 5).
+export type { ClaimCaps, CapacityDetail } from './caps.js';
+export { admitExternalCall } from './caps.js';

@@ -12,6 +12,8 @@ import type { Queryable } from './db.js';
 import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
 import type { TaskRow } from './sql/tasks.js';
 import { refreshCaseState } from './caseState.js';
+import { parkAtCapacity, slotDecision } from './caps.js';
+import type { ClaimCaps } from './caps.js';
 import type { Store } from './store.js';
 import { UnitOfWork } from './unitOfWork.js';
 import type { FenceToken } from './unitOfWork.js';
@@ -29,7 +31,7 @@ export async function lockTask(uow: UnitOfWork, taskId: string): Promise<TaskRow
 
 type TaskClaim =
   | { readonly claimed: true; readonly token: FenceToken; readonly task: TaskRow }
-  | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling'; readonly state?: TaskState };
+  | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling' | 'capacity'; readonly state?: TaskState };
 
 /**
  * Claims the task lease: a new fence epoch and a lease on the database clock, in one statement.
@@ -37,8 +39,15 @@ type TaskClaim =
  * A task that is leased, parked, finished or hard-cancelled is not claimed; the loser is told
  * why, never thrown at.
  */
-export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number): Promise<TaskClaim> {
-  const task = (await q.query<TaskRow>(claimStatement(taskId, owner, ttlMs))).rows[0];
+export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number, caps?: ClaimCaps): Promise<TaskClaim> {
+  // Per-case caps (caps.ts): a claim beyond the case type's workerSlots parks the task instead.
+  const slots = await slotDecision(q, taskId, caps);
+  const task = slots.kind === 'contended' ? undefined : (await q.query<TaskRow>(claimStatement(taskId, owner, ttlMs, slots.kind === 'cap' ? slots.limit : null))).rows[0];
+  if (!task && slots.kind !== 'none' && caps && (await parkAtCapacity(q, taskId, { cap: 'workerSlots', limit: slots.limit, why: slots.kind === 'cap' ? 'full' : 'contended' }, caps.retryMs))) {
+    const row = await loadTask(q, taskId);
+    if (row && q instanceof UnitOfWork) await refreshCaseState(q, row.case_id, { cause: 'capacity_parked', taskId });
+    return { claimed: false, reason: 'capacity', ...(row ? { state: row.state } : {}) };
+  }
   if (task) {
     // A claim in a unit of work commits with it, and so does the case state it changes.
     if (q instanceof UnitOfWork) await refreshCaseState(q, task.case_id, { cause: 'task_claimed', taskId });

@@ -8,12 +8,14 @@
  * may see the case's customer (otherwise the call is "not found"). `proof` is the id of a paper
  * of the same case. Only a conclusive outcome settles the call (keys released, task woken);
  * `partly_applied` is ledgered and keeps the keys held for an operator.
+ * Session control (seed 004 §11.1): when the case has a controller, only it records (403
+ * `not_controller` naming it otherwise); a case nobody operates takes any such role holder.
  */
 import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import { RequestError, authenticateRequest, readJsonObject, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import { isOneOf, isUuid, newId, systemClock } from '@everdict/contracts';
 import type { RouteHandler } from '@everdict/service-kit';
-import { OPERATOR_OUTCOMES, gateOfEffectCall, recordOperatorOutcome } from '@everdict/store';
+import { OPERATOR_OUTCOMES, checkControlIfAny, gateOfEffectCall, recordOperatorOutcome } from '@everdict/store';
 import type { GateRow, OperatorOutcome, Store } from '@everdict/store';
 
 interface OutcomeApiOptions {
@@ -57,10 +59,14 @@ export function outcomeApi(opts: OutcomeApiOptions): RouteHandler {
       const access = gate === undefined ? 'hidden' : mayRecordOutcome(principal, gate);
       if (access === 'hidden') return (sendError(res, 404, 'effect_not_found', 'no such effect call'), true);
       if (access === 'forbidden') return (sendError(res, 403, 'role_required', `recording an outcome needs role ${OUTCOME_ROLE} or a role that decided this effect`), true);
-      const result = await opts.store.unitOfWork((uow) =>
-        recordOperatorOutcome(uow, { id: newId(), callId, outcome: input.outcome, principal: principal.id, evidence: input.evidence, ...(input.proof === undefined ? {} : { proofPaperId: input.proof }), observedAt: systemClock.now().toISOString() }),
-      );
+      const result = await opts.store.unitOfWork(async (uow) => {
+        const control = await checkControlIfAny(uow, gate!.case_id, principal.id);
+        if (!control.ok) return { kind: 'not_controller' as const, controller: control.controller };
+        return recordOperatorOutcome(uow, { id: newId(), callId, outcome: input.outcome, principal: principal.id, evidence: input.evidence, ...(input.proof === undefined ? {} : { proofPaperId: input.proof }), observedAt: systemClock.now().toISOString() });
+      });
       switch (result.kind) {
+        case 'not_controller':
+          return (sendJson(res, 403, { error: 'not_controller', message: `the case is operated by ${result.controller}; a principal with the role operator may take the session over`, controller: result.controller }), true);
         case 'not_found':
           return (sendError(res, 404, 'effect_not_found', 'no such effect call'), true);
         case 'not_unknown':

@@ -9,6 +9,9 @@
  *   POST /v1/cases/:id/cancel         {"mode": "hard"|"soft", "reason"?}
  *   POST /v1/cases/:id/resume         {"reason"?}  lift a soft stop (role `operator`; operatorControls.ts)
  *   POST /v1/cases/:id/top-up         {"budget": {…}, "taskId"?, "reason"?}  (role `operator`)
+ *   POST /v1/cases/:id/session/takeover  {"reason"}  take over the case's session (role `operator`; sessions.ts)
+ *   Cancel, resume, top-up and answer are operator actions: only the case's controller runs them
+ *   (the first principal to act becomes it); anyone else gets 403 `not_controller` (sessions.ts).
  *   POST /v1/questions/:id/answer     {"answer": "…", "chosenAlternative"?}
  *   POST /v1/intake/:source           a signed ticket webhook (raw bytes; intake-sources' handler)
  *   GET  /v1/fleet                    task and parked counts, outbox lag, queue depths, fleet stops (role `operator`)
@@ -32,13 +35,15 @@ import type { Principal, PrincipalDirectory } from '@everdict/http-api';
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
 import type { RouteHandler } from '@everdict/service-kit';
-import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, rootTaskOf, stopCase, verifyCaseLedger } from '@everdict/store';
+import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, loadSession, rootTaskOf, setSessionState, stopCase, verifyCaseLedger } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
 import { fleetStopRoute, fleetStopsView, sendFleetStopped } from './fleetStop.js';
 import { resumeCase, topUpCase } from './operatorControls.js';
+import { closeRoute, loadNotifications } from './channels.js';
 import { caseStateFilter, caseView, ledgerView, listView } from './views.js';
+import { NotController, operateAs, sendNotController, sessionView, takeoverRoute } from './sessions.js';
 
 export interface QueueDepth {
   readonly queue: string;
@@ -90,6 +95,7 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
       return true;
     } catch (err) {
       if (err instanceof RequestError) return (sendRequestError(res, err), true);
+      if (err instanceof NotController) return (sendNotController(res, err), true);
       if (isEverdictError(err, 'fleet_stopped')) {
         opts.metrics.refused(parts[1] === 'intake' ? 'webhook' : 'api', 503);
         return (sendFleetStopped(res, err), true);
@@ -122,6 +128,18 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
     return sendJson(res, 200, await verifyCaseLedger(opts.store.db, row.id));
   }
+  if (group === 'cases' && id !== undefined && sub === 'session' && parts[4] === 'takeover' && parts.length === 5) {
+    if (m !== 'POST') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
+    if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
+    return takeoverRoute(opts.store, principal, row, await readJsonObject(req, maxBody), res);
+  }
+  if (group === 'cases' && id !== undefined && sub === 'close' && parts.length === 4) {
+    if (m !== 'POST') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
+    if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
+    return closeRoute(opts.store, principal, row.id, res);
+  }
   if (group === 'cases' && id !== undefined && parts.length <= 4) {
     const known = parts.length === 3 || sub === 'ledger' || sub === 'cancel' || sub === 'resume' || sub === 'top-up';
     if (!known) return sendError(res, 404, 'not_found', 'no such route');
@@ -129,7 +147,10 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     if (m !== expected) return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
     const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
     if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
-    if (sub === undefined) return sendJson(res, 200, caseView(row, await loadCaseDetail(opts.store.db, row.id)));
+    if (sub === undefined) {
+      const [detail, session, notifications] = await Promise.all([loadCaseDetail(opts.store.db, row.id), loadSession(opts.store.db, row.id), loadNotifications(opts.store.db, row.id)]);
+      return sendJson(res, 200, { ...caseView(row, detail), session: sessionView(row, session), notifications });
+    }
     if (sub === 'ledger') return ledger(opts, row, url, res);
     if (sub === 'resume') return resumeCase(opts.store, principal, row, await readJsonObject(req, maxBody), res);
     if (sub === 'top-up') return topUpCase(opts.store, principal, row, await readJsonObject(req, maxBody), res);
@@ -230,8 +251,11 @@ async function cancel(opts: IntakeApiOptions, principal: Principal, row: CaseRow
   // A cancelled case takes a repeated cancel: it is answered with the stop in force (never weakened).
   if (row.state === 'closed' || row.state === 'resolved') throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await opts.store.unitOfWork(async (uow) => {
+    await operateAs(uow, row.id, principal);
     // Concurrent stops of the case serialise in stopCase; a stop never weakens (hard stays hard).
     const { stopMode } = await stopCase(uow, row.id, mode);
+    // Any stop halts the session's live execution; a soft one may be resumed, a hard one is final.
+    await setSessionState(uow, row.id, 'stopped', `case_cancel_${stopMode}`, principal.id);
     const root = await rootTaskOf(uow, row.id);
     const messageId = root ? await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.cancel', row.id, { taskId: root, mode, requestedBy: principal.id, ...(reason ? { reason } : {}) }) : null;
     await uow.appendLedger(row.id, { kind: 'case_cancel_requested', body: { mode, stopMode, requestedBy: principal.id, rootTaskId: root } });
@@ -251,6 +275,7 @@ async function answer(opts: IntakeApiOptions, principal: Principal, questionId: 
   // The turn-worker records the answer (first wins) when it applies question.answered; intake
   // only authenticates, checks ownership and enqueues it with the answering principal.
   const messageId = await opts.store.unitOfWork(async (uow) => {
+    await operateAs(uow, q.case_id, principal);
     const id = await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'question.answered', q.case_id, {
       questionId: q.id,
       taskId: q.task_id,

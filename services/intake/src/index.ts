@@ -10,6 +10,7 @@ export * from './operatorControls.js';
 export * from './views.js';
 export * from './metrics.js';
 export * from './mailboxes.js';
+export * from './channels.js';
 export * from './sources.js';
 export * from './cron.js';
 export * from './scheduler.js';

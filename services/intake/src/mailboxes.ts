@@ -35,6 +35,8 @@ export interface IntakeMailbox {
   readonly wait?: 'auto' | 'idle' | 'poll';
   readonly pollIntervalMs?: number;
   readonly tls?: MailboxMonitorOptions['tls'];
+  /** Where the customer's answer is delivered by IMAP APPEND (channels.ts; default `Sent`). */
+  readonly replyFolder?: string;
 }
 
 interface MailboxSupervisorDeps {

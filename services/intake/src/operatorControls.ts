@@ -10,6 +10,9 @@
  *        a budget top-up (§11.4): `budget.topped_up` to the task (default the root task); a
  *        task parked `budget` wakes.
  *
+ * Both are operator actions: only the case's controller runs them (sessions.ts, 403
+ * `not_controller` otherwise); a resume moves a stopped session to `resumed`.
+ *
  * Intake only authenticates, checks role and ownership and enqueues — in one unit of work with
  * the ledger record; the turn-worker applies the message under its own dedup.
  */
@@ -17,9 +20,10 @@ import type { ServerResponse } from 'node:http';
 import { isUuid } from '@everdict/contracts';
 import { RequestError, sendError, sendJson } from '@everdict/http-api';
 import type { Principal } from '@everdict/http-api';
-import { enqueuePlatformMessage, liftSoftStop, rootTaskOf, taskOfCase } from '@everdict/store';
+import { enqueuePlatformMessage, liftSoftStop, rootTaskOf, setSessionState, taskOfCase } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
 import { INTAKE_SERVICE } from './open.js';
+import { operateAs } from './sessions.js';
 
 const OPERATOR_CONTROL_ROLE = 'operator';
 
@@ -69,9 +73,11 @@ export async function resumeCase(store: Store, principal: Principal, row: CaseRo
   if (row.state === 'cancelled') return sendError(res, 409, 'hard_stop', 'the case is cancelled by a hard stop, which is final; it cannot be resumed');
   if (FINISHED.has(row.state)) throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await store.unitOfWork(async (uow) => {
+    const session = await operateAs(uow, row.id, principal);
     // Serialises with cancels on the case row: a hard stop is never lifted.
     const lift = await liftSoftStop(uow, row.id);
     if (lift.refused) return { refused: true as const };
+    if (session?.state === 'stopped') await setSessionState(uow, row.id, 'resumed', 'case_resume', principal.id);
     const root = await rootTaskOf(uow, row.id);
     const messageId = root ? await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'task.resume', row.id, { taskId: root, requestedBy: principal.id, ...(reason ? { reason } : {}) }) : null;
     await uow.appendLedger(row.id, { kind: 'case_resume_requested', body: { requestedBy: principal.id, previousStopMode: lift.previous, rootTaskId: root, messageId } });
@@ -89,6 +95,7 @@ export async function topUpCase(store: Store, principal: Principal, row: CaseRow
   if (named !== undefined && (typeof named !== 'string' || !isUuid(named))) throw new RequestError(400, 'invalid_body', 'taskId must be a task id of the case', 'taskId');
   if (FINISHED.has(row.state)) throw new RequestError(409, 'case_finished', `the case is already ${row.state}`);
   const result = await store.unitOfWork(async (uow) => {
+    await operateAs(uow, row.id, principal);
     const taskId = named === undefined ? await rootTaskOf(uow, row.id) : await taskOfCase(uow, row.id, named);
     if (taskId === null) return null;
     const messageId = await enqueuePlatformMessage(uow, INTAKE_SERVICE, 'budget.topped_up', row.id, { taskId, budget, toppedUpBy: principal.id, ...(reason ? { reason } : {}) });

@@ -13,6 +13,7 @@ import type { ArrivalSink, MailboxMonitorOptions } from '@everdict/intake-source
 import type { ServiceContext } from '@everdict/service-kit';
 import { loadFleetStops } from '@everdict/store';
 import { intakeApi } from './api.js';
+import { CustomerChannels } from './channels.js';
 import { MailboxSupervisor } from './mailboxes.js';
 import { intakeMetrics } from './metrics.js';
 import { caseSink } from './open.js';
@@ -34,6 +35,8 @@ export interface IntakeOptions {
   readonly mailboxMonitorOptions?: Partial<MailboxMonitorOptions>;
   /** How often due schedule slots are checked (default 15000 ms). */
   readonly scheduleIntervalMs?: number;
+  /** How often cases waiting to tell their customer are looked for (default 2000 ms). */
+  readonly channelIntervalMs?: number;
 }
 
 export interface RunningIntake {
@@ -99,6 +102,10 @@ export async function startIntake(ctx: ServiceContext, substrate: Substrate, fle
     supervisor.start();
     ctx.onShutdown('mailbox monitors', () => supervisor!.stop());
   }
+  // Every replica delivers answers to cases waiting to tell their customer (one per case at a time).
+  const channels = new CustomerChannels({ store: substrate.store, mailboxes: sources.mailboxes, webhooks: sources.webhooks, logger: ctx.logger, ...(opts.channelIntervalMs ? { intervalMs: opts.channelIntervalMs } : {}) });
+  channels.start();
+  ctx.onShutdown('customer channels', () => channels.stop());
   if (sources.schedules?.length) {
     const scheduler = new Scheduler(sources.schedules, {
       store: substrate.store,

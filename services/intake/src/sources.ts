@@ -20,6 +20,8 @@ import type { IntakeSchedule } from './scheduler.js';
 
 export interface IntakeWebhookSource extends WebhookSourceConfig {
   readonly caseType: string;
+  /** Where the answer to a case this source opened is POSTed as a ticket comment (channels.ts); absent: stored in the case view. */
+  readonly replyUrl?: string;
 }
 
 export interface IntakeSources {

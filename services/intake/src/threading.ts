@@ -7,9 +7,14 @@
  *   the root parked on an open question  → the input answers it: `question.answered` (the same
  *                                          message as an HTTP answer), which wakes exactly
  *                                          that task;
+ *   the case resolved or closed, or its  → the input REOPENS it: a new root task (the done
+ *   root done and the customer not told    root cannot run again) under the previous root's
+ *   yet                                    profile, with the input as its objective and the
+ *                                          answer the customer was sent as context; the close
+ *                                          is cleared, a `case_reopened` ledger record names
+ *                                          both roots, and the state is re-derived (running);
  *   otherwise                            → the input is a note for the root task, read at its
- *                                          next turn (a finished case is not reopened here:
- *                                          the note and its ledger record are all it gets).
+ *                                          next turn.
  *
  * Every input is recorded in `case_inputs` under its input key in the unit of work that
  * applies it, so a redelivery (mail sources and webhooks deliver at least once) applies
@@ -19,7 +24,7 @@
 import type { NormalisedArrival, OpenedCase } from '@everdict/intake-sources';
 import { normaliseMessageId } from '@everdict/intake-sources';
 import { storableText } from '@everdict/http-api';
-import { addNote, enqueuePlatformMessage } from '@everdict/store';
+import { addNote, enqueuePlatformMessage, refreshCaseState } from '@everdict/store';
 import type { Queryable, Store, UnitOfWork } from '@everdict/store';
 
 /** Most References a reply is matched on (newest first); a longer chain is rare and unbounded. */
@@ -73,6 +78,7 @@ interface TargetRow {
   readonly id: string;
   readonly state: string;
   readonly customer: string;
+  readonly state_reason: string | null;
 }
 
 /** The case an arrival threads into: its own origin key first, then the Message-IDs it replies to. */
@@ -106,14 +112,14 @@ async function serialiseInputs(uow: UnitOfWork, caseId: string): Promise<void> {
  */
 async function lockCase(uow: UnitOfWork, caseId: string): Promise<TargetRow | undefined> {
   const r = await uow.query<TargetRow>({
-    text: `SELECT c.id, c.state, c.customer FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1 FOR UPDATE OF h, c`,
+    text: `SELECT c.id, c.state, c.state_reason, c.customer FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1 FOR UPDATE OF h, c`,
     values: [caseId],
   });
   return r.rows[0];
 }
 
 /** Records the input once; false when this input key was applied before (a redelivery). */
-async function recordInput(uow: UnitOfWork, caseId: string, a: NormalisedArrival, appliedAs: 'opened' | 'answered' | 'appended', questionId: string | null): Promise<boolean> {
+async function recordInput(uow: UnitOfWork, caseId: string, a: NormalisedArrival, appliedAs: 'opened' | 'answered' | 'appended' | 'reopened', questionId: string | null): Promise<boolean> {
   const r = await uow.query({
     text: `INSERT INTO case_inputs (input_key, case_id, origin_key, source, applied_as, question_id) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (input_key) DO NOTHING`,
     values: [inputKey(a), caseId, a.originKey, a.source, appliedAs, questionId],
@@ -146,7 +152,48 @@ async function openRootQuestion(uow: UnitOfWork, caseId: string): Promise<{ ques
 }
 
 async function rootTask(uow: UnitOfWork, caseId: string): Promise<string | undefined> {
-  return (await uow.query<{ id: string }>({ text: `SELECT id FROM tasks WHERE case_id = $1 AND parent_id IS NULL ORDER BY created_at LIMIT 1 FOR KEY SHARE`, values: [caseId] })).rows[0]?.id;
+  return (await uow.query<{ id: string }>({ text: `SELECT id FROM tasks WHERE case_id = $1 AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1 FOR KEY SHARE`, values: [caseId] })).rows[0]?.id;
+}
+
+/** A case the customer was answered on (or is about to be): a new input reopens it. */
+export function reopens(state: string, reason: string | null): boolean {
+  return state === 'resolved' || state === 'closed' || (state === 'parked' && reason === 'telling_customer');
+}
+
+/** The reopened case's new root objective: the customer's new input, with the answer they were sent as context. */
+export function reopenObjective(title: string, input: string, previousAnswer: string | null): { text: string } {
+  const head = `${storableText(title)}\n\n${input}`;
+  return { text: previousAnswer ? `${head}\n\n(This case was answered before; the answer the customer was sent:)\n${previousAnswer}` : head };
+}
+
+/**
+ * Reopens the case with a new root task (see the module comment). The caller holds the input
+ * lock and the ledger head and case row locks.
+ */
+async function reopenCase(uow: UnitOfWork, target: TargetRow, a: NormalisedArrival, sender: 'intake'): Promise<void> {
+  const prev = (
+    await uow.query<{ id: string; profile: string; profile_version: string; budget_limit_minutes: string | null; told: string | null }>({
+      text: `SELECT t.id, t.profile, t.profile_version, t.budget_limit_minutes, n.text AS told
+               FROM tasks t LEFT JOIN customer_notifications n ON n.root_task_id = t.id
+              WHERE t.case_id = $1 AND t.parent_id IS NULL ORDER BY t.created_at DESC, t.id DESC LIMIT 1`,
+      values: [target.id],
+    })
+  ).rows[0];
+  if (!prev) return;
+  const rootTaskId = await uow.createTask({
+    caseId: target.id,
+    profile: prev.profile,
+    profileVersion: prev.profile_version,
+    objective: reopenObjective(a.title, replyText(a), prev.told),
+    budgetLimitMinutes: prev.budget_limit_minutes === null ? null : Number(prev.budget_limit_minutes),
+  });
+  await uow.query({ text: `UPDATE cases SET closed_at = NULL, closed_by = NULL, row_version = row_version + 1, updated_at = now() WHERE id = $1`, values: [target.id] });
+  await enqueuePlatformMessage(uow, sender, 'task.runnable', target.id, { taskId: rootTaskId, reason: 'opened' });
+  await uow.appendLedger(target.id, {
+    kind: 'case_reopened',
+    body: { source: a.source, originKey: a.originKey, receivedAt: a.receivedAt, fromState: target.state, previousRootTaskId: prev.id, rootTaskId },
+  });
+  await refreshCaseState(uow, target.id, { cause: 'case_reopened', taskId: rootTaskId });
 }
 
 /**
@@ -184,13 +231,16 @@ export async function threadArrival(store: Store, a: NormalisedArrival, customer
     if (!target) return undefined;
     // The input key's row is written first: a redelivery (or a replica racing this one) finds
     // it taken and applies nothing.
-    if (!(await recordInput(uow, target.id, a, question ? 'answered' : 'appended', question?.questionId ?? null))) return { caseId: target.id, created: false };
+    const reopen = !question && reopens(target.state, target.state_reason);
+    if (!(await recordInput(uow, target.id, a, question ? 'answered' : reopen ? 'reopened' : 'appended', question?.questionId ?? null))) return { caseId: target.id, created: false };
     const ledgerBase = { source: a.source, originKey: a.originKey, receivedAt: a.receivedAt, attachments: a.attachments.length };
     if (question) {
       const answeredBy = channelPrincipal(a.source, target.customer);
       const messageId = await enqueuePlatformMessage(uow, sender, 'question.answered', target.id, { questionId: question.questionId, taskId: question.taskId, answer: replyText(a), answeredBy });
       // Bodies and addresses stay out of the ledger: it names the input and what it did.
       await uow.appendLedger(target.id, { kind: 'answer_submitted', body: { ...ledgerBase, questionId: question.questionId, taskId: question.taskId, answeredBy, messageId, threaded: true } });
+    } else if (reopen) {
+      await reopenCase(uow, target, a, sender);
     } else {
       if (root) await addNote(uow, root, 'case_input', { source: a.source, title: storableText(a.title), text: replyText(a), receivedAt: a.receivedAt }, null);
       await uow.appendLedger(target.id, { kind: 'case_input_appended', body: { ...ledgerBase, rootTaskId: root ?? null, caseState: target.state } });

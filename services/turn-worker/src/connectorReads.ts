@@ -32,10 +32,12 @@
  * The turn-worker does not import the connectors library: the process that composes it hands
  * over the opened connector set, seen here through the slice it uses.
  */
-import { canonicalJson, connectorReadToolName, isEverdictError, parseConnectorRead, payloadHash, systemClock } from '@everdict/contracts';
+import { AtCapacity, canonicalJson, connectorReadToolName, isEverdictError, parseConnectorRead, payloadHash, systemClock } from '@everdict/contracts';
 import type { Clock, ConnectorReadRef, EffectParams, FleetConfig, ParamSpec, ToolDescriptor } from '@everdict/contracts';
 import type { Tool, ToolOutput } from '@everdict/agent-runtime';
 import type { ToolTiming } from './tools.js';
+import { externalCallGate, type ExternalCallGate } from './caps.js';
+import type { Db } from '@everdict/store';
 
 
 /** The slice of a connector a read tool uses (a `Connector` of libs/connectors satisfies it). */
@@ -162,7 +164,7 @@ export function readFailureText(ref: ConnectorReadRef, err: unknown): string {
 export function connectorReadTool(
   ref: ConnectorReadRef,
   connector: ReadConnector,
-  deps: { readonly timing: (taskId: string) => ToolTiming | undefined; readonly description?: string },
+  deps: { readonly timing: (taskId: string) => ToolTiming | undefined; readonly description?: string; readonly admit?: ExternalCallGate },
 ): Tool | undefined {
   const capability = connector.describe();
   const op = capability.readOperations.find((o) => o.name === ref.operation);
@@ -170,6 +172,10 @@ export function connectorReadTool(
   return {
     descriptor: connectorReadDescriptor(ref, capability, op, deps.description),
     async invoke(args, ctx) {
+      // A per-case call-rate cap is checked before the target is contacted: a call held back
+      // parks the task `capacity` (the kernel's replay runs it later under the same call id).
+      const wait = deps.admit ? await deps.admit(ctx.taskId, ctx.callId) : null;
+      if (wait !== null) throw new AtCapacity(wait);
       const started = performance.now();
       try {
         const result = await connector.read(ref.operation, args as EffectParams, { clock: systemClock, ...(ctx.signal ? { signal: ctx.signal } : {}) });
@@ -198,18 +204,19 @@ export function listedReads(config: Pick<FleetConfig, 'profiles'>): string[] {
  * refuses a config whose profiles read).
  */
 export function connectorReadTools(
-  config: Pick<FleetConfig, 'profiles' | 'connectors'>,
+  config: Pick<FleetConfig, 'profiles' | 'connectors' | 'caseTypes'>,
   connectors: ReadConnectors | undefined,
-  deps: { readonly timing: (taskId: string) => ToolTiming | undefined },
+  deps: { readonly timing: (taskId: string) => ToolTiming | undefined; readonly db?: Db },
 ): Map<string, Tool> {
   const tools = new Map<string, Tool>();
   if (connectors === undefined) return tools;
+  const admit = externalCallGate(deps.db, config);
   for (const entry of listedReads(config)) {
     const ref = parseConnectorRead(entry);
     const connector = ref === null ? undefined : connectors.get(ref.connector);
     if (ref === null || connector === undefined) continue;
     const description = config.connectors?.[ref.connector]?.operations[ref.operation]?.description;
-    const tool = connectorReadTool(ref, connector, { timing: deps.timing, ...(description === undefined ? {} : { description }) });
+    const tool = connectorReadTool(ref, connector, { timing: deps.timing, ...(description === undefined ? {} : { description }), ...(admit === undefined ? {} : { admit }) });
     if (tool !== undefined) tools.set(entry, tool);
   }
   return tools;

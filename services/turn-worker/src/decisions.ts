@@ -13,6 +13,8 @@
  *   suspended provider_down    → parked provider_down with a backoff timer (health-gated wake)
  *   suspended connector_down   → parked connector_down with a backoff timer: a read's server or
  *                                target could not answer (the read runs again when it wakes)
+ *   suspended capacity         → parked capacity with a timer until the per-case cap allows
+ *                                (the read runs again when it wakes)
  *   not settled, soft cancel   → parked gate (an operator decides; soft stop at the checkpoint)
  *   not settled, cap/draining  → released (open) with a task.runnable to itself
  *   not settled                → the activation continues
@@ -73,6 +75,9 @@ export function settle(i: SettleInput): Transition {
           return { kind: 'park', reason: 'provider_down', detail: { ...base, route: i.route, attempt: i.backoffAttempt }, backoffMs: i.backoffMs(i.backoffAttempt), ask: false };
         case 'connector_down':
           return { kind: 'park', reason: 'connector_down', detail: { ...base, connector: s.connector ?? null, attempt: i.backoffAttempt }, backoffMs: i.backoffMs(i.backoffAttempt), ask: false };
+        case 'capacity':
+          // Until the cap's window allows again; no doubling: the wait is known, not guessed.
+          return { kind: 'park', reason: 'capacity', detail: { ...base, cap: s.capacity?.cap ?? null, limit: s.capacity?.limit ?? null }, backoffMs: Math.max(1, s.capacity?.retryAfterMs ?? 1000), ask: false };
         default:
           return { kind: 'park', reason: s.parkReason, detail: base, backoffMs: null, ask: false };
       }

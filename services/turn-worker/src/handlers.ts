@@ -29,7 +29,7 @@ import {
   softCancel,
   unreportedChildren,
 } from '@everdict/store';
-import type { TaskRow, UnitOfWork } from '@everdict/store';
+import type { ClaimCaps, TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
 import { checkCancel, checkEffectOutcome, checkGateDecided } from './assignments.js';
@@ -51,6 +51,8 @@ export interface HandlerEnv {
    * turn costs the same commits as every other turn). Absent: the first turn writes it.
    */
   readonly firstIntent?: (uow: UnitOfWork, claim: Claim) => Promise<unknown>;
+  /** The per-case caps the claim respects, under the config loaded now (caps.ts). */
+  readonly caps?: () => ClaimCaps;
 }
 
 /** A plan revision that arrived before the one it builds on: retried, then dead-lettered. */
@@ -69,7 +71,7 @@ const ended = (t: TaskRow) => isOneOf(TERMINAL_TASK_STATES, t.state);
 
 export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
   const runnable: MessageHandler<Of<'task.runnable'>> = async (e, uow) => {
-    const claim = await claimTask(uow, e.payload.taskId, env.owner, env.leaseTtlMs());
+    const claim = await claimTask(uow, e.payload.taskId, env.owner, env.leaseTtlMs(), env.caps?.());
     if (!claim.claimed) return 'ignored';
     const held = { token: claim.token, task: claim.task };
     if (e.payload.reason === 'opened') await env.firstIntent?.(uow, held);

@@ -31,6 +31,7 @@ import type { CrashPoints } from './crashpoints.js';
 import { parkWithoutTurn, releaseWithoutTurn } from './commit.js';
 import { deadEndOnRefusal } from './deadEnd.js';
 import { turnWorkerHandlers } from './handlers.js';
+import { claimCaps } from './caps.js';
 import { prewriteFirstIntent } from './firstIntent.js';
 import { FleetStopHint } from './fleetStop.js';
 import { LeaseKeeper } from './leases.js';
@@ -141,6 +142,7 @@ export class TurnWorker {
           logger: this.opts.logger,
           // A fresh task's first model intent is written with its claim (one commit fewer).
           firstIntent: (uow, claim) => prewriteFirstIntent(this.opts.catalog, uow, claim),
+          caps: () => claimCaps(this.opts.catalog),
         }),
       ),
       prefetch: this.opts.catalog.settings.prefetch,

@@ -30,6 +30,13 @@ describe('what a committed turn does to its task', () => {
       backoffMs: 200,
       detail: { connector: 'mcp:tickets', attempt: 2 },
     });
+    // A per-case cap: the timer is the cap's own wait, never the doubling backoff.
+    expect(settle({ ...base, settlement: { ...suspended('capacity', 'capacity'), capacity: { cap: 'externalCallsPerMinute', limit: 2, retryAfterMs: 4321 } } as Settlement, backoffAttempt: 3 })).toMatchObject({
+      kind: 'park',
+      reason: 'capacity',
+      backoffMs: 4321,
+      detail: { cap: 'externalCallsPerMinute', limit: 2 },
+    });
   });
 
   it('counts backoff attempts from the previous park detail', () => {

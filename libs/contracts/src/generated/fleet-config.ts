@@ -218,6 +218,7 @@ export interface FleetCaseType {
   scope: FleetScope;
   initialGrants?: string[];
   budget?: FleetBudget;
+  caps?: FleetCaseCaps;
   consent?: FleetConsent;
   escalation?: FleetEscalation;
   /**
@@ -229,6 +230,13 @@ export interface FleetScope {
   reads: "all" | string[];
   writes: string[];
   forbidden: string[];
+}
+/**
+ * Per-case caps (seed 004 §11.5), distinct from budget: exceeding one makes a task wait, never fails it. workerSlots: at most this many tasks of one case run (hold a lease) at once; a claim beyond it parks the task `capacity` and the backoff timer (runtime.sweepIntervalMs) retries the claim. externalCallsPerMinute: at most this many connector reads of one case start in any minute (database clock); a read beyond it parks the task `capacity` until the window allows, then runs under its call id.
+ */
+export interface FleetCaseCaps {
+  externalCallsPerMinute?: number;
+  workerSlots?: number;
 }
 /**
  * Consent for reads whose declared effects require it (external egress, e.g. an undeclared read of an http MCP server). A rule per tool name, connector name or MCP server name; the tool name wins over its connector or server. `allow` runs the read, `deny` refuses it (consent_denied), `ask` parks the task on a consent gate a holder of `role` decides (default approver), open for `ttlMs` (default 24 hours). A read with no rule is refused (permission_denied). Never makes a write callable.

@@ -7,15 +7,19 @@
  * refreshes of one case serialise and the later one sees the earlier one's records.
  *
  * Precedence, first match wins:
- *   closed        stays closed (only the customer closes; nothing derives it away)
+ *   closed        the customer closed it (cases.closed_at; only the customer closes, and only
+ *                 a reply that reopens the case clears it)
  *   cancelled     a hard stop on the case, or the root task cancelled
  *   opened        no task yet, or none has ever been claimed
- *   resolved      the root done and nothing unreconciled (below)
+ *   resolved      the root done, nothing unreconciled (below) and the customer told: the root
+ *                 has a `customer_notifications` row (the channel adapter's recorded delivery)
+ *   parked        (class `telling_customer`) verified, the customer not told yet
  *   parked        (class `unreconciled`) the root finished but something is not verified
  *   at_gate       a gate of the case is open
  *   held          approved work waits for execution: a grant issued or reserved, or its
  *                 dispatch not yet settled
- *   running       a task is running, or open again after it ran (between activations)
+ *   running       a task is running, or open again after it ran (between activations), or
+ *                 a reopened case's new root waits for its first claim
  *   parked        every live task waits: the reason class of the latest non-`children` park
  *                 (a parent waiting on children shows what its children wait for)
  * Unreconciled (§11.3, mechanically checkable part): an effect call whose outcome is in doubt
@@ -25,7 +29,8 @@
  * later gate of the same mutation applied, held approved work, a root plan step neither done
  * (done is projected only after its assertion passed) nor dropped, or the root failed. The
  * `case_state` record of such a case lists what (`why`); it stays parked, never resolved.
- * Not yet part of `resolved`: the customer told through the arrival's channel (§11.1).
+ * The root is the case's CURRENT root: the newest task without a parent (a reply to a resolved
+ * or closed case reopens it with a new root; services/intake/src/threading.ts).
  */
 import type { Sql } from '../db.js';
 
@@ -50,8 +55,8 @@ export interface CaseStateChange {
 export function refreshCaseState(caseId: string): Sql {
   return {
     name: 'ev_refresh_case_state',
-    text: `WITH c AS (SELECT id, state, state_reason, stop_mode FROM cases WHERE id = $1::uuid),
-           root AS (SELECT id, state FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at, id LIMIT 1),
+    text: `WITH c AS (SELECT id, state, state_reason, stop_mode, closed_at FROM cases WHERE id = $1::uuid),
+           root AS (SELECT id, state FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1),
            f AS (
              SELECT (SELECT state FROM root) AS root_state,
                     EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = $1::uuid AND t.fence_epoch > 0) AS ever_ran,
@@ -75,7 +80,8 @@ export function refreshCaseState(caseId: string): Sql {
                     (SELECT count(*)::int FROM gates g WHERE g.case_id = $1::uuid AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
                         AND NOT EXISTS (SELECT 1 FROM gates g2 JOIN effect_dispatches d ON d.gate_id = g2.id JOIN runtime_calls c ON c.id = d.call_id
                                          WHERE g2.case_id = $1::uuid AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) AS unapproved,
-                    (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) AS open_steps
+                    (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) AS open_steps,
+                    EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
            ),
            w AS (
              SELECT array_remove(ARRAY[
@@ -91,23 +97,24 @@ export function refreshCaseState(caseId: string): Sql {
            ),
            d AS (
              SELECT CASE
-                      WHEN c.state = 'closed' THEN 'closed'
+                      WHEN c.closed_at IS NOT NULL THEN 'closed'
                       WHEN c.stop_mode = 'hard' OR w.root_state = 'cancelled' THEN 'cancelled'
                       WHEN w.root_state IS NULL OR NOT w.ever_ran THEN 'opened'
-                      WHEN w.root_state IN ('done', 'failed') AND cardinality(w.why) = 0 THEN 'resolved'
+                      WHEN w.root_state IN ('done', 'failed') AND cardinality(w.why) = 0 AND w.told THEN 'resolved'
                       WHEN w.root_state IN ('done', 'failed') THEN 'parked'
                       WHEN w.open_gates > 0 THEN 'at_gate'
                       WHEN w.held > 0 THEN 'held'
-                      WHEN w.active THEN 'running'
+                      WHEN w.active OR w.root_state = 'open' THEN 'running'
                       WHEN w.park_reason IS NOT NULL THEN 'parked'
                       ELSE 'opened'
                     END AS state,
-                    w.why, w.root_state, w.park_reason, w.active, w.open_gates
+                    w.why, w.root_state, w.park_reason, w.active, w.open_gates, w.told
                FROM c, w
            ),
            r AS (
              SELECT d.state, d.why,
                     CASE WHEN d.state <> 'parked' THEN NULL
+                         WHEN d.root_state IN ('done', 'failed') AND cardinality(d.why) = 0 THEN 'telling_customer'
                          WHEN d.root_state IN ('done', 'failed') THEN 'unreconciled'
                          ELSE d.park_reason END AS reason
                FROM d

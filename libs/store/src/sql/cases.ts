@@ -37,9 +37,9 @@ export function liftSoftCaseStop(caseId: string): Sql {
   };
 }
 
-/** The case's root task (the first task without a parent). */
+/** The case's current root task: the newest task without a parent (a reopened case has a new one). */
 export function selectRootTask(caseId: string): Sql {
-  return { text: 'SELECT id FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at LIMIT 1', values: [caseId] };
+  return { text: 'SELECT id FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1', values: [caseId] };
 }
 
 /** The task, if it belongs to the case. */

@@ -68,9 +68,11 @@ export function lockTask(taskId: string): Sql {
  * among any number of concurrent claimers: the row lock serialises them, and under READ
  * COMMITTED each loser re-evaluates the WHERE against the winner's row (its lease is live) and
  * updates nothing. Only an open task, or a running one whose lease ended, is claimable; a
- * hard-cancelled task never is, whatever its state says.
+ * hard-cancelled task never is, whatever its state says. With `workerSlots` (the case type's
+ * caps.workerSlots) the claim is also refused while that many OTHER tasks of the case hold a
+ * live lease; the caller serialises the claims of one case (caps.ts) so the count is exact.
  */
-export function claimTask(taskId: string, owner: string, ttlMs: number): Sql {
+export function claimTask(taskId: string, owner: string, ttlMs: number, workerSlots: number | null = null): Sql {
   return {
     name: 'ev_claim_task',
     text: `UPDATE tasks
@@ -81,8 +83,12 @@ export function claimTask(taskId: string, owner: string, ttlMs: number): Sql {
               AND state IN ('open', 'running')
               AND (lease_until IS NULL OR lease_until <= now())
               AND cancel_requested IS DISTINCT FROM 'hard'
+              AND ($4::int IS NULL
+                   OR (SELECT count(*) FROM tasks r
+                        WHERE r.case_id = tasks.case_id AND r.id <> tasks.id
+                          AND r.state = 'running' AND r.lease_until > now()) < $4::int)
         RETURNING ${taskColumns()}`,
-    values: [taskId, owner, ttlMs],
+    values: [taskId, owner, ttlMs, workerSlots],
   };
 }
 
