@@ -22,6 +22,9 @@
  *                 a reopened case's new root waits for its first claim
  *   parked        every live task waits: the reason class of the latest non-`children` park
  *                 (a parent waiting on children shows what its children wait for)
+ * The unreconciled checks and `told` only decide a finished root's state, so they are evaluated
+ * only once the root is done or failed (a CASE runs its subquery lazily): a claim, a park or a
+ * gate of a live case does not pay for them.
  * Unreconciled (§11.3, mechanically checkable part): an effect call whose outcome is in doubt
  * (intent/unknown) or not applied (failed/refused) with no applied call under the same logical
  * key, an effect whose post-check assertions did not hold (its `effect_postcheck` record), an
@@ -67,21 +70,21 @@ export function refreshCaseState(caseId: string): Sql {
                     (SELECT count(*)::int FROM grants g WHERE g.case_id = $1::uuid
                         AND NOT EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id AND d.state IN ('settled', 'refused'))
                         AND (g.state IN ('issued', 'reserved') OR EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id))) AS held,
-                    (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
-                      WHERE t.case_id = $1::uuid AND rc.kind = 'effect' AND rc.status IN ('intent', 'unknown')) AS in_doubt,
-                    (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                      WHERE t.case_id = $1::uuid AND rc.kind = 'effect' AND rc.status IN ('intent', 'unknown')) ELSE 0 END) AS in_doubt,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
                       WHERE t.case_id = $1::uuid AND rc.kind = 'effect' AND rc.status IN ('failed', 'refused')
                         AND NOT EXISTS (SELECT 1 FROM runtime_calls ok JOIN tasks ot ON ot.id = ok.task_id
                                          WHERE ot.case_id = $1::uuid AND ok.kind = 'effect' AND ok.status = 'completed'
-                                           AND split_part(ok.logical_key, '#', 1) = split_part(rc.logical_key, '#', 1))) AS not_applied,
-                    (SELECT count(*)::int FROM ledger l WHERE l.case_id = $1::uuid AND l.kind = 'effect_postcheck' AND l.body->>'status' <> 'holds'
+                                           AND split_part(ok.logical_key, '#', 1) = split_part(rc.logical_key, '#', 1))) ELSE 0 END) AS not_applied,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM ledger l WHERE l.case_id = $1::uuid AND l.kind = 'effect_postcheck' AND l.body->>'status' <> 'holds'
                         AND NOT EXISTS (SELECT 1 FROM ledger ok WHERE ok.case_id = $1::uuid AND ok.kind = 'effect_postcheck'
-                                         AND ok.body->>'status' = 'holds' AND ok.body->>'callId' = l.body->>'callId' AND ok.seq > l.seq)) AS unasserted,
-                    (SELECT count(*)::int FROM gates g WHERE g.case_id = $1::uuid AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
+                                         AND ok.body->>'status' = 'holds' AND ok.body->>'callId' = l.body->>'callId' AND ok.seq > l.seq)) ELSE 0 END) AS unasserted,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM gates g WHERE g.case_id = $1::uuid AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
                         AND NOT EXISTS (SELECT 1 FROM gates g2 JOIN effect_dispatches d ON d.gate_id = g2.id JOIN runtime_calls c ON c.id = d.call_id
-                                         WHERE g2.case_id = $1::uuid AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) AS unapproved,
-                    (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) AS open_steps,
-                    EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
+                                         WHERE g2.case_id = $1::uuid AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) ELSE 0 END) AS unapproved,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) ELSE 0 END) AS open_steps,
+                    (SELECT state FROM root) IN ('done', 'failed') AND EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
            ),
            w AS (
              SELECT array_remove(ARRAY[
