@@ -6,7 +6,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
-import { TOKENS, call, count, startFixture } from './helpers.js';
+import { TOKENS, call, count, startFixture, ticketWebhook } from './helpers.js';
 import type { IntakeFixture } from './helpers.js';
 
 const SECRET = 'webhook-secret-0123456789';
@@ -16,14 +16,7 @@ beforeAll(async () => {
   f = await startFixture('intake-api', {
     sources: {
       webhooks: [
-        {
-          name: 'tickets',
-          caseType: 'support',
-          secrets: [SECRET],
-          signature: { kind: 'hmac-sha256', header: 'X-Signature', encoding: 'hex', prefix: 'sha256=' },
-          mapping: { kind: 'generic', id: { pointer: '/ticket/id' }, title: '/ticket/subject', body: '/ticket/description', customer: '/ticket/org' },
-          maxBodyBytes: 4096,
-        },
+        ticketWebhook(SECRET),
       ],
       mailboxes: [],
     },

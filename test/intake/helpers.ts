@@ -126,3 +126,15 @@ export async function call(base: string, method: string, path: string, opts: { t
 export async function count(db: Db, text: string, values: unknown[] = []): Promise<number> {
   return (await db.query<{ n: number }>({ text: `SELECT count(*)::int AS n FROM (${text}) x`, values })).rows[0]!.n;
 }
+
+/** A signed generic ticket webhook (`tickets`, case type `support`), as most intake tests receive. */
+export function ticketWebhook(secret: string) {
+  return {
+    name: 'tickets',
+    caseType: 'support',
+    secrets: [secret],
+    signature: { kind: 'hmac-sha256' as const, header: 'X-Signature', encoding: 'hex' as const, prefix: 'sha256=' },
+    mapping: { kind: 'generic' as const, id: { pointer: '/ticket/id' }, title: '/ticket/subject', body: '/ticket/description', customer: '/ticket/org' },
+    maxBodyBytes: 4096,
+  };
+}

@@ -7,13 +7,10 @@
  * - `everdict fleet resume` wakes it through `task.resume` and it finishes; new cases open again.
  */
 import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@everdict/contracts';
-import { PrincipalDirectory } from '@everdict/http-api';
-import { intakeApi } from '@everdict/intake';
 import { readinessBudgetMs } from '@everdict/testkit';
-import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc, serveIntakeApi } from './helpers.js';
 
 const TOKENS = { olga: 'operator-olga-token-fleet', acme: 'customer-acme-token-fleet' } as const;
 const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x'], decisionNeeded: 'pick' };
@@ -21,7 +18,7 @@ const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x'], 
 describe('fleet soft stop', () => {
   let fx: TurnsFixture;
   let w: WorkerProc;
-  let server: Server;
+  let closeApi: (() => Promise<void>) | undefined;
   let url: string;
   beforeAll(async () => {
     const config = testConfig({
@@ -38,20 +35,10 @@ describe('fleet soft stop', () => {
     // (the checkpoint where the stop takes hold), then done.
     fx.writeScript('steady', [call(['wait', { for: 'question', reason: 'hold', question: QUESTION }]), call(['lookup', { q: 'x' }]), say('steady done')]);
     w = await fx.worker('fleet');
-    const api = intakeApi({ store: fx.store, fleet: () => fx.config, principals: () => new PrincipalDirectory(fx.config.principals), metrics: { opened: () => {}, refused: () => {} } });
-    server = createServer((req, res) => {
-      Promise.resolve(api(req, res)).then(
-        (handled: boolean) => {
-          if (!handled) res.writeHead(404).end();
-        },
-        (err: unknown) => res.writeHead(500).end(String(err)),
-      );
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    ({ url, close: closeApi } = await serveIntakeApi(fx));
   }, 30_000 + readinessBudgetMs());
   afterAll(async () => {
-    await new Promise((r) => server?.close(r));
+    await closeApi?.();
     await fx?.close();
   });
 

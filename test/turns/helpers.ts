@@ -5,6 +5,7 @@
  * be SIGKILLed, SIGSTOPped and SIGCONTinued. Everything on the broker is deleted at the end.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -16,7 +17,8 @@ import { deleteTopology, loadTopology } from '@everdict/bus';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { TEST_AMQP_URL, TEST_DATABASE_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
-import { openCase } from '@everdict/intake';
+import { intakeApi, openCase } from '@everdict/intake';
+import { PrincipalDirectory } from '@everdict/http-api';
 
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 
@@ -219,4 +221,22 @@ export async function openTestCase(store: Store, config: FleetConfig, c: { caseT
   const opened = await openCase(store, config, { arrival, caseType: c.caseType, customer: 'acme', principal: 'test' });
   if (!opened.rootTaskId) throw new Error(`origin key ${c.originKey} was opened before`);
   return { caseId: opened.caseId, taskId: opened.rootTaskId };
+}
+
+/**
+ * The intake API served in the test process on the fixture's database (the worker's relay
+ * publishes what it enqueues): operator surfaces without a second process. An unhandled route is 404.
+ */
+export async function serveIntakeApi(fx: Pick<TurnsFixture, 'store' | 'config'>): Promise<{ url: string; close(): Promise<void> }> {
+  const api = intakeApi({ store: fx.store, fleet: () => fx.config, principals: () => new PrincipalDirectory(fx.config.principals), metrics: { opened: () => {}, refused: () => {} } });
+  const server = createServer((req, res) => {
+    Promise.resolve(api(req, res)).then(
+      (handled: boolean) => {
+        if (!handled) res.writeHead(404).end();
+      },
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, close: () => new Promise<void>((r) => server.close(() => r())) };
 }

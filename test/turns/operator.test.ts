@@ -8,13 +8,10 @@
  *   `budget.topped_up`) and finishes (§11.4).
  */
 import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@everdict/contracts';
-import { PrincipalDirectory } from '@everdict/http-api';
-import { intakeApi } from '@everdict/intake';
 import { readinessBudgetMs } from '@everdict/testkit';
-import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc, serveIntakeApi } from './helpers.js';
 
 const TOKENS = { olga: 'operator-olga-token-resume', acme: 'customer-acme-token-resume' } as const;
 const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x'], decisionNeeded: 'pick' };
@@ -22,7 +19,7 @@ const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x'], 
 describe('resume after a soft stop, and budget top-ups, from the operator surface', () => {
   let fx: TurnsFixture;
   let w: WorkerProc;
-  let server: Server;
+  let closeApi: (() => Promise<void>) | undefined;
   let url: string;
   beforeAll(async () => {
     const config = testConfig({
@@ -46,20 +43,10 @@ describe('resume after a soft stop, and budget top-ups, from the operator surfac
     fx.writeScript('long', [call(['lookup', { page: 1 }]), call(['lookup', { page: 2 }]), call(['lookup', { page: 3 }]), say('all pages read')]);
     w = await fx.worker('ops');
     // The intake API in this process, on the same database; the worker's relay publishes what it enqueues.
-    const api = intakeApi({ store: fx.store, fleet: () => fx.config, principals: () => new PrincipalDirectory(fx.config.principals), metrics: { opened: () => {}, refused: () => {} } });
-    server = createServer((req, res) => {
-      Promise.resolve(api(req, res)).then(
-        (handled: boolean) => {
-          if (!handled) res.writeHead(404).end();
-        },
-        (err: unknown) => res.writeHead(500).end(String(err)),
-      );
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    ({ url, close: closeApi } = await serveIntakeApi(fx));
   }, 30_000 + readinessBudgetMs()); // the fixture, then one worker to readiness
   afterAll(async () => {
-    await new Promise((r) => server?.close(r));
+    await closeApi?.();
     await fx?.close();
   });
 

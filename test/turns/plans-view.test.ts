@@ -5,13 +5,10 @@
  * the platform's step status — no step `done` because a model planned it.
  */
 import { execFile } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@everdict/contracts';
-import { PrincipalDirectory } from '@everdict/http-api';
-import { intakeApi } from '@everdict/intake';
 import { readinessBudgetMs } from '@everdict/testkit';
-import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+import { REPO, call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc, serveIntakeApi } from './helpers.js';
 
 const TOKEN = 'operator-olga-token-plans';
 const QUESTION = { gap: 'g', checked: 'c', dependsOn: 'd', alternatives: ['x'], decisionNeeded: 'pick' };
@@ -29,7 +26,7 @@ interface PlanView {
 describe('plans in the case view', () => {
   let fx: TurnsFixture;
   let w: WorkerProc;
-  let server: Server;
+  let closeApi: (() => Promise<void>) | undefined;
   let url: string;
   beforeAll(async () => {
     const config = testConfig({
@@ -50,20 +47,10 @@ describe('plans in the case view', () => {
     ]);
     fx.writeScript('helper', [call(['plan', { steps: [{ id: 'look', title: 'look at the logs' }, { id: 'report', title: 'report back', dependsOn: ['look'] }] }], ['lookup', { q: 'logs' }]), say('the logs are clean')]);
     w = await fx.worker('plans');
-    const api = intakeApi({ store: fx.store, fleet: () => fx.config, principals: () => new PrincipalDirectory(fx.config.principals), metrics: { opened: () => {}, refused: () => {} } });
-    server = createServer((req, res) => {
-      Promise.resolve(api(req, res)).then(
-        (handled: boolean) => {
-          if (!handled) res.writeHead(404).end();
-        },
-        (err: unknown) => res.writeHead(500).end(String(err)),
-      );
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    ({ url, close: closeApi } = await serveIntakeApi(fx));
   }, 30_000 + readinessBudgetMs());
   afterAll(async () => {
-    await new Promise((r) => server?.close(r));
+    await closeApi?.();
     await fx?.close();
   });
 
