@@ -45,5 +45,12 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The operator console (React, .tsx) runs in a browser and reaches the server only over the
+    // public HTTP API: no workspace package is imported into it.
+    files: ['console/**/*.ts', 'console/**/*.tsx'],
+    languageOptions: { globals: { window: 'readonly', document: 'readonly', history: 'readonly', EventSource: 'readonly', MessageEvent: 'readonly', Event: 'readonly' } },
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '^@everdict/', message: 'The console talks only to the public HTTP API; it imports no Everdict package.' }] }] },
+  },
   ...boundaries,
 );

@@ -12,7 +12,9 @@
 # - the JSON Schemas the validators load;
 # - rabbitmq/definitions.json, the broker topology every service asserts at start;
 # - infra/config (the sample fleet config, its connectors included, and model scripts: the embedded node's
-#   default) and the healthcheck.
+#   default) and the healthcheck;
+# - the operator console's built static files (console/dist, served by intake under /ui; intake
+#   finds them by walking up to console/package.json, so both are copied).
 set -eu
 
 out=${1:?usage: assemble-image.sh OUT}
@@ -22,6 +24,11 @@ mkdir -p "$out/infra" "$out/rabbitmq"
 cp -a package.json package-lock.json bin schemas node_modules "$out/"
 cp -a rabbitmq/definitions.json "$out/rabbitmq/"
 cp -a infra/healthcheck.mjs infra/config "$out/infra/"
+# The console is built by `npm run build`; an image without it serves /ui as 503, so a build that
+# produced no console is refused here rather than shipped.
+[ -f console/dist/index.html ] || { echo "assemble-image.sh: console/dist/index.html is missing (run npm run build)" >&2; exit 1; }
+mkdir -p "$out/console"
+cp -a console/package.json console/dist "$out/console/"
 for ws in libs/* services/* cli; do
   [ -f "$ws/package.json" ] || continue
   mkdir -p "$out/$ws"

@@ -50,6 +50,8 @@ export async function runStart(requested: readonly string[] = []): Promise<void>
   let banner: (() => string) | undefined;
   const running = await runService({
     name: plan.mode === 'fleet' && names.length === 1 ? names[0]! : 'everdict',
+    // The spans' service.name: which services this process runs (a fleet node may run several).
+    traceName: plan.mode === 'fleet' ? names.join('+') : 'everdict',
     ...(port === undefined ? {} : { port }),
     extraEnv: NODE_ENV,
     async start(ctx) {

@@ -1,3 +1,12 @@
+CREATE FUNCTION public.ledger_notify_append() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  PERFORM pg_notify('everdict_ledger', NEW.case_id::text);
+  RETURN NULL;
+END;
+$$;
+
 CREATE FUNCTION public.ledger_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -5,6 +14,55 @@ BEGIN
   RAISE EXCEPTION 'ledger is append-only: % refused', TG_OP
     USING ERRCODE = 'insufficient_privilege',
           HINT = 'append a new ledger record instead of changing or removing one';
+END;
+$$;
+
+CREATE FUNCTION public.paper_document(p_paper_id uuid, p_revision integer) RETURNS bytea
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  r record;
+  m jsonb;
+  n integer;
+  found_n integer;
+  joined bytea := ''::bytea;
+  tail bytea;
+BEGIN
+  SELECT pr.bytes, pr.layout, p.case_id INTO r
+    FROM paper_revisions pr JOIN papers p ON p.id = pr.paper_id
+   WHERE pr.paper_id = p_paper_id AND pr.revision = p_revision;
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  IF r.layout IS NULL THEN RETURN r.bytes; END IF;
+  -- Bytes that are not a manifest any more (altered) are returned as they are: their hash
+  -- cannot match, so the reader reports them corrupt rather than missing.
+  BEGIN
+    m := convert_from(r.bytes, 'UTF8')::jsonb;
+    n := (m->>'count')::integer;
+  EXCEPTION WHEN others THEN
+    RETURN r.bytes;
+  END;
+  IF jsonb_typeof(m) <> 'object' OR n IS NULL OR n < 0 OR jsonb_typeof(m->'before') <> 'string' OR jsonb_typeof(m->'after') <> 'string' THEN
+    RETURN r.bytes;
+  END IF;
+  IF m ? 'tail' THEN
+    SELECT b.bytes INTO tail FROM history_blocks b WHERE b.case_id = r.case_id AND b.hash = m->>'tail';
+    IF NOT FOUND THEN RETURN NULL; END IF;
+  ELSE
+    tail := convert_to(m->>'after', 'UTF8');
+  END IF;
+  IF n = 0 THEN
+    RETURN convert_to(m->>'before', 'UTF8') || tail;
+  END IF;
+  WITH RECURSIVE chain(hash, prev, bytes, pos) AS (
+    SELECT b.hash, b.prev, b.bytes, 1 FROM history_blocks b WHERE b.case_id = r.case_id AND b.hash = m->>'head'
+    UNION ALL
+    SELECT b.hash, b.prev, b.bytes, c.pos + 1
+      FROM chain c JOIN history_blocks b ON b.case_id = r.case_id AND b.hash = c.prev
+     WHERE c.pos < n
+  )
+  SELECT count(*)::integer, string_agg(chain.bytes, '\x2c'::bytea ORDER BY chain.pos DESC) INTO found_n, joined FROM chain;
+  IF found_n <> n THEN RETURN NULL; END IF;
+  RETURN convert_to(m->>'before', 'UTF8') || joined || tail;
 END;
 $$;
 
@@ -23,6 +81,19 @@ BEGIN
 END;
 $$;
 
+CREATE TABLE public.case_cap_holds (
+    cap text NOT NULL,
+    holder text NOT NULL,
+    case_id uuid NOT NULL,
+    target text DEFAULT ''::text NOT NULL,
+    task_id uuid NOT NULL,
+    fence_epoch bigint NOT NULL,
+    acquired_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT case_cap_holds_cap_check CHECK ((cap = ANY (ARRAY['modelCalls'::text, 'estateSessions'::text]))),
+    CONSTRAINT case_cap_holds_holder_check CHECK (((length(holder) >= 1) AND (length(holder) <= 300))),
+    CONSTRAINT case_cap_holds_target_check CHECK ((length(target) <= 400))
+);
+
 CREATE TABLE public.case_external_calls (
     case_id uuid NOT NULL,
     task_id uuid NOT NULL,
@@ -39,7 +110,7 @@ CREATE TABLE public.case_inputs (
     applied_as text NOT NULL,
     question_id uuid,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT case_inputs_applied_as_check CHECK ((applied_as = ANY (ARRAY['opened'::text, 'answered'::text, 'appended'::text, 'reopened'::text]))),
+    CONSTRAINT case_inputs_applied_as_check CHECK ((applied_as = ANY (ARRAY['opened'::text, 'answered'::text, 'appended'::text, 'reopened'::text, 'closed'::text]))),
     CONSTRAINT case_inputs_check CHECK (((applied_as = 'answered'::text) = (question_id IS NOT NULL))),
     CONSTRAINT case_inputs_source_check CHECK ((source = ANY (ARRAY['mailbox'::text, 'webhook'::text, 'api'::text, 'schedule'::text])))
 );
@@ -167,9 +238,11 @@ CREATE TABLE public.effect_dispatches (
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    traceparent text,
     CONSTRAINT effect_dispatches_attempt_check CHECK ((attempt >= 0)),
     CONSTRAINT effect_dispatches_call_after_intent CHECK (((state <> ALL (ARRAY['executing'::text, 'reconciling'::text, 'settling'::text])) OR (call_id IS NOT NULL))),
     CONSTRAINT effect_dispatches_state_check CHECK ((state = ANY (ARRAY['pending'::text, 'coordination'::text, 'executing'::text, 'reconciling'::text, 'settling'::text, 'settled'::text, 'refused'::text]))),
+    CONSTRAINT effect_dispatches_traceparent_w3c CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text)),
     CONSTRAINT effect_dispatches_waiting_iff_coordination CHECK (((state = 'coordination'::text) = (waiting_key IS NOT NULL)))
 );
 
@@ -241,10 +314,12 @@ CREATE TABLE public.gates (
     deadline_at timestamp with time zone,
     escalated_at timestamp with time zone,
     escalations integer DEFAULT 0 NOT NULL,
+    traceparent text,
     CONSTRAINT gates_escalations_check CHECK ((escalations >= 0)),
     CONSTRAINT gates_kind_check CHECK ((kind = ANY (ARRAY['write'::text, 'consent'::text]))),
     CONSTRAINT gates_open_has_packet CHECK (((state <> 'open'::text) OR (kind = 'consent'::text) OR ((packet_paper_id IS NOT NULL) AND (packet_revision IS NOT NULL)))),
-    CONSTRAINT gates_state_check CHECK ((state = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'revoked'::text])))
+    CONSTRAINT gates_state_check CHECK ((state = ANY (ARRAY['open'::text, 'approved'::text, 'rejected'::text, 'expired'::text, 'revoked'::text]))),
+    CONSTRAINT gates_traceparent_w3c CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
 );
 
 CREATE TABLE public.grants (
@@ -262,6 +337,17 @@ CREATE TABLE public.grants (
     revoke_reason text,
     CONSTRAINT grants_reserved_has_call CHECK (((state = ANY (ARRAY['reserved'::text, 'consumed'::text])) = (reserved_call_id IS NOT NULL))),
     CONSTRAINT grants_state_check CHECK ((state = ANY (ARRAY['issued'::text, 'reserved'::text, 'consumed'::text, 'expired'::text, 'revoked'::text])))
+);
+
+CREATE TABLE public.history_blocks (
+    case_id uuid NOT NULL,
+    hash text NOT NULL,
+    prev text,
+    size_bytes integer NOT NULL,
+    bytes bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT history_blocks_hash_check CHECK ((hash ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT history_blocks_prev_check CHECK ((prev ~ '^sha256:[0-9a-f]{64}$'::text))
 );
 
 CREATE TABLE public.impact_claims (
@@ -324,7 +410,9 @@ CREATE TABLE public.outbox_messages (
     claimed_by text,
     claimed_until timestamp with time zone,
     attempts integer DEFAULT 0 NOT NULL,
-    published_at timestamp with time zone
+    published_at timestamp with time zone,
+    traceparent text,
+    CONSTRAINT outbox_messages_traceparent_w3c CHECK ((traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'::text))
 );
 
 CREATE SEQUENCE public.outbox_messages_seq_seq
@@ -344,6 +432,8 @@ CREATE TABLE public.paper_revisions (
     size_bytes integer NOT NULL,
     bytes bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    layout text,
+    CONSTRAINT paper_revisions_layout_check CHECK ((layout = 'history-manifest.v1'::text)),
     CONSTRAINT paper_revisions_revision_check CHECK ((revision >= 1))
 );
 ALTER TABLE ONLY public.paper_revisions ALTER COLUMN bytes SET COMPRESSION lz4;
@@ -530,6 +620,19 @@ CREATE TABLE public.version_decisions (
     CONSTRAINT version_decisions_decision_check CHECK ((decision = ANY (ARRAY['continue'::text, 'park'::text])))
 );
 
+CREATE TABLE public.web_sessions (
+    id_hash text NOT NULL,
+    principal text NOT NULL,
+    csrf_hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT web_sessions_check CHECK ((expires_at > created_at)),
+    CONSTRAINT web_sessions_csrf_hash_check CHECK ((csrf_hash ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT web_sessions_id_hash_check CHECK ((id_hash ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT web_sessions_principal_check CHECK (((length(principal) >= 1) AND (length(principal) <= 200)))
+);
+
 ALTER TABLE ONLY public.dead_letters ALTER COLUMN seq SET DEFAULT nextval('public.dead_letters_seq_seq'::regclass);
 
 ALTER TABLE ONLY public.fleet_stop_events ALTER COLUMN seq SET DEFAULT nextval('public.fleet_stop_events_seq_seq'::regclass);
@@ -537,6 +640,9 @@ ALTER TABLE ONLY public.fleet_stop_events ALTER COLUMN seq SET DEFAULT nextval('
 ALTER TABLE ONLY public.outbox_messages ALTER COLUMN seq SET DEFAULT nextval('public.outbox_messages_seq_seq'::regclass);
 
 ALTER TABLE ONLY public.task_notes ALTER COLUMN seq SET DEFAULT nextval('public.task_notes_seq_seq'::regclass);
+
+ALTER TABLE ONLY public.case_cap_holds
+    ADD CONSTRAINT case_cap_holds_pkey PRIMARY KEY (cap, holder);
 
 ALTER TABLE ONLY public.case_inputs
     ADD CONSTRAINT case_inputs_pkey PRIMARY KEY (input_key);
@@ -597,6 +703,9 @@ ALTER TABLE ONLY public.grants
 
 ALTER TABLE ONLY public.grants
     ADD CONSTRAINT grants_reserved_call_id_key UNIQUE (reserved_call_id);
+
+ALTER TABLE ONLY public.history_blocks
+    ADD CONSTRAINT history_blocks_pkey PRIMARY KEY (case_id, hash);
 
 ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_pkey PRIMARY KEY (impact_key);
@@ -673,6 +782,11 @@ ALTER TABLE ONLY public.turn_checkpoints
 ALTER TABLE ONLY public.version_decisions
     ADD CONSTRAINT version_decisions_pkey PRIMARY KEY (task_id, versions_hash);
 
+ALTER TABLE ONLY public.web_sessions
+    ADD CONSTRAINT web_sessions_pkey PRIMARY KEY (id_hash);
+
+CREATE INDEX case_cap_holds_count_idx ON public.case_cap_holds USING btree (case_id, cap, target);
+
 CREATE INDEX case_external_calls_window_idx ON public.case_external_calls USING btree (case_id, at);
 
 CREATE INDEX case_inputs_case_idx ON public.case_inputs USING btree (case_id, created_at);
@@ -693,6 +807,8 @@ CREATE INDEX effect_dispatches_call_idx ON public.effect_dispatches USING btree 
 
 CREATE INDEX effect_dispatches_due_idx ON public.effect_dispatches USING btree (next_at) WHERE (state = ANY (ARRAY['pending'::text, 'executing'::text, 'reconciling'::text, 'settling'::text]));
 
+CREATE INDEX effect_dispatches_gate_idx ON public.effect_dispatches USING btree (gate_id);
+
 CREATE INDEX effect_dispatches_waiting_idx ON public.effect_dispatches USING btree (waiting_key) WHERE (state = 'coordination'::text);
 
 CREATE INDEX effect_operator_outcomes_call_idx ON public.effect_operator_outcomes USING btree (call_id, attempt);
@@ -705,11 +821,19 @@ CREATE INDEX gates_expiry_idx ON public.gates USING btree (expires_at) WHERE ((s
 
 CREATE INDEX gates_open_idx ON public.gates USING btree (created_at) WHERE (state = 'open'::text);
 
+CREATE INDEX grants_case_idx ON public.grants USING btree (case_id);
+
 CREATE INDEX grants_expiry_idx ON public.grants USING btree (expires_at) WHERE (state = 'issued'::text);
 
 CREATE UNIQUE INDEX grants_one_per_gate_idx ON public.grants USING btree (gate_id) WHERE (gate_id IS NOT NULL);
 
 CREATE INDEX impact_claims_call_idx ON public.impact_claims USING btree (call_id);
+
+CREATE INDEX inbox_messages_received_brin ON public.inbox_messages USING brin (received_at);
+
+CREATE INDEX ledger_effect_postcheck_idx ON public.ledger USING btree (case_id, seq) WHERE (kind = 'effect_postcheck'::text);
+
+CREATE INDEX outbox_messages_created_brin ON public.outbox_messages USING brin (created_at);
 
 CREATE INDEX outbox_unpublished_idx ON public.outbox_messages USING btree (seq) WHERE (published_at IS NULL);
 
@@ -718,6 +842,8 @@ CREATE INDEX questions_case_idx ON public.questions USING btree (case_id);
 CREATE INDEX questions_deadline_idx ON public.questions USING btree (deadline_at) WHERE ((answer IS NULL) AND (deadline_at IS NOT NULL));
 
 CREATE INDEX questions_open_idx ON public.questions USING btree (case_id) WHERE (answer IS NULL);
+
+CREATE INDEX runtime_calls_effect_task_idx ON public.runtime_calls USING btree (task_id) WHERE (kind = 'effect'::text);
 
 CREATE UNIQUE INDEX runtime_calls_logical_key_idx ON public.runtime_calls USING btree (logical_key) WHERE (logical_key IS NOT NULL);
 
@@ -733,9 +859,13 @@ CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (par
 
 CREATE INDEX tasks_wake_idx ON public.tasks USING btree (wake_at) WHERE ((state = 'parked'::text) AND (wake_at IS NOT NULL));
 
+CREATE INDEX web_sessions_expiry_idx ON public.web_sessions USING btree (expires_at) WHERE (revoked_at IS NULL);
+
 CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
 
 CREATE TRIGGER ledger_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
+
+CREATE TRIGGER ledger_notify_after_insert AFTER INSERT ON public.ledger FOR EACH ROW EXECUTE FUNCTION public.ledger_notify_append();
 
 CREATE TRIGGER tasks_charge_minutes BEFORE UPDATE OF state ON public.tasks FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.tasks_charge_minutes();
 
@@ -816,6 +946,9 @@ ALTER TABLE ONLY public.grants
 
 ALTER TABLE ONLY public.grants
     ADD CONSTRAINT grants_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
+
+ALTER TABLE ONLY public.history_blocks
+    ADD CONSTRAINT history_blocks_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
 ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);

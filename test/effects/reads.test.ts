@@ -149,7 +149,7 @@ async function toolRows(taskId: string): Promise<CallRow[]> {
 /** The tool messages the model request of `turn` carried. */
 async function toldAt(taskId: string, turn: number): Promise<string[]> {
   const { rows } = await f.db.query<{ request: string }>({
-    text: `SELECT convert_from(r.bytes, 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
+    text: `SELECT convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
              JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision WHERE c.task_id = $1::uuid AND c.turn = $2::int AND c.ordinal = 0`,
     values: [taskId, turn],
   });
@@ -230,7 +230,7 @@ describe('connector reads as agent tools', () => {
     const { taskId } = await open('reads');
     await done(taskId);
     const { rows } = await f.db.query<{ request: string }>({
-      text: `SELECT convert_from(r.bytes, 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
+      text: `SELECT convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
                JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision WHERE c.task_id = $1::uuid AND c.turn = 0 AND c.ordinal = 0`,
       values: [taskId],
     });

@@ -166,17 +166,30 @@ describe('Prometheus config and alert rules', () => {
     for (const r of alertRules) expect(['warning', 'critical'], `${r.alert} severity`).toContain(r.labels?.severity);
   });
 
-  it('scrapes every Everdict service on the port and path the services serve, and loads the rules', () => {
+  it('scrapes every Everdict service as its own job, on the port and path the services serve, and loads the rules', () => {
     const config = readYaml('infra', 'prometheus', 'prometheus.yml') as PromConfig;
     for (const f of config.rule_files ?? []) expect(existsSync(at('infra', 'prometheus', f)), f).toBe(true);
     expect(config.rule_files).toContain('alerts.yml');
-    const job = config.scrape_configs.find((j) => j.job_name === 'everdict');
-    expect(job?.metrics_path).toBe('/metrics');
-    const names = job?.dns_sd_configs?.flatMap((d) => d.names) ?? [];
-    expect([...names].sort()).toEqual([...EVERDICT_SERVICES].sort());
-    for (const d of job?.dns_sd_configs ?? []) expect(String(d.port)).toBe(String(compose.services.intake?.environment?.PORT));
-    // Alerts select this job by name.
-    for (const r of alertRules) for (const m of r.expr.matchAll(/job="([^"]+)"/g)) expect(m[1]).toBe('everdict');
+    // One job per service, named after it and resolving only that service's name: `up{job=S}`
+    // is every replica of S, which is what absent() needs to see a service vanish.
+    for (const service of EVERDICT_SERVICES) {
+      const job = config.scrape_configs.find((j) => j.job_name === service);
+      expect(job?.metrics_path, `${service} job`).toBe('/metrics');
+      expect(job?.dns_sd_configs?.flatMap((d) => d.names), `${service} job resolves its own name only`).toEqual([service]);
+      for (const d of job?.dns_sd_configs ?? []) expect(String(d.port)).toBe(String(compose.services[service]?.environment?.PORT));
+    }
+    const jobs = new Set(config.scrape_configs.map((j) => j.job_name));
+    // Alerts select scrape jobs by their names (equality or an alternation of names).
+    for (const r of alertRules) {
+      for (const m of r.expr.matchAll(/job=~?"([^"]+)"/g)) for (const j of m[1]!.split('|')) expect(jobs.has(j), `${r.alert}: job ${j}`).toBe(true);
+    }
+  });
+
+  it('notices every service whose every instance vanished (one absent() per service job) and every replica that stops answering', () => {
+    const absentJobs = alertRules.flatMap((r) => [...r.expr.matchAll(/absent\(\s*up\{job="([^"]+)"\}\s*\)/g)].map((m) => m[1]!));
+    expect([...absentJobs].sort()).toEqual([...EVERDICT_SERVICES].sort());
+    const down = alertRules.find((r) => /\bup\{job=~"([^"]+)"\}\s*==\s*0/.test(r.expr));
+    expect(/\bup\{job=~"([^"]+)"\}/.exec(down?.expr ?? '')?.[1]?.split('|').sort(), 'up == 0 covers every service job').toEqual([...EVERDICT_SERVICES].sort());
   });
 });
 
@@ -545,7 +558,11 @@ describe('infra/Dockerfile', () => {
     const assemble = [...runs, readText('infra', 'assemble-image.sh').replace(/"\$out\//g, '/out/')].join(' ');
     const copied = [...assemble.matchAll(/cp -a ((?:[\w./-]+ )+)\/out/g)].flatMap((m) => m[1]!.trim().split(/\s+/));
     expect(copied).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', 'bin', 'schemas', 'infra/healthcheck.mjs', 'infra/config', 'rabbitmq/definitions.json']));
-    for (const p of [...copied.filter((c) => c !== 'node_modules'), 'libs/store/migrations', 'bin/everdict.js']) {
+    // Build output (`dist`, e.g. console/dist) is produced by the stage's own `npm run build`,
+    // so it must NOT come from the context; everything else copied must.
+    const fromContext = copied.filter((c) => c !== 'node_modules' && !/(^|\/)dist$/.test(c));
+    expect(copied, 'the console build is shipped').toContain('console/dist');
+    for (const p of [...fromContext, 'libs/store/migrations', 'bin/everdict.js']) {
       expect(existsSync(at(p)), `${p} exists`).toBe(true);
       expect(ignored(p), `${p} is excluded by .dockerignore`).toBe(false);
     }

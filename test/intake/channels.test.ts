@@ -28,7 +28,7 @@ import { signBody } from '@everdict/intake-sources';
 import { TEST_AMQP_URL, readinessBudgetMs } from '@everdict/testkit';
 import { startDovecot } from '../../libs/intake-sources/test/dovecot.js';
 import type { DovecotServer } from '../../libs/intake-sources/test/dovecot.js';
-import { mailOrigin, replyMail } from '../../services/intake/src/channels.js';
+import { closingHint, mailOrigin, replyMail } from '../../services/intake/src/channels.js';
 import { reopens } from '../../services/intake/src/threading.js';
 import { eventually, say, testConfig, turnsFixture } from '../turns/helpers.js';
 import type { TurnsFixture } from '../turns/helpers.js';
@@ -170,6 +170,8 @@ describe('customer channels: resolved means the customer was told', () => {
     expect(sent).toHaveLength(1);
     expect(sent[0]!.inReplyTo).toBe('<orig-1@example.org>');
     expect(sent[0]!.text).toContain('Replaced the fuser');
+    // It says how to close the case (threading.ts: a reply whose first line is CLOSE).
+    expect(sent[0]!.text).toContain('Reply CLOSE to close this case.');
     const told = await ledgerOf(caseId, 'customer_told');
     expect(told).toHaveLength(1);
     expect(told[0]).toMatchObject({ channel: 'mail', messageId: sent[0]!.messageId.replace(/[<>]/g, '') });
@@ -207,7 +209,7 @@ describe('customer channels: resolved means the customer was told', () => {
     for (const c of comments) {
       expect(c.headers['idempotency-key']).toBe(`told.${root!.id}`);
       expect(c.headers['x-signature']).toBe(signBody(SCHEME, SECRET, c.body)['x-signature']);
-      expect(JSON.parse(c.body)).toMatchObject({ caseId, rootTaskId: root!.id, text: 'Replaced the fuser; the printer prints again.' });
+      expect(JSON.parse(c.body)).toMatchObject({ caseId, rootTaskId: root!.id, text: `Replaced the fuser; the printer prints again.\n\n-- \n${closingHint('webhook')}` });
     }
     expect(await ledgerOf(caseId, 'customer_told')).toEqual([{ channel: 'webhook', messageId: `told.${root!.id}`, rootTaskId: root!.id }]);
   });

@@ -4,7 +4,8 @@
  * persisted, after the response before tool results, after tool results before the commit,
  * after the commit before the ack — five times per point, while a second worker keeps running.
  * Every case completes; no checkpoint is skipped; no completed read runs again; the model is
- * re-asked only for a turn whose response was never persisted; every ledger verifies. Reads are
+ * re-asked only for a turn whose response was never persisted; every ledger verifies; every case's
+ * state reads what its finished root makes it, each change recorded once. Reads are
  * observed through the workers' tool trace (LOG_LEVEL=debug, `tool started` lines on stdout):
  * written at execution time, outside the turn's unit of work, and kept across a SIGKILL.
  */
@@ -133,5 +134,18 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
     expect(reasked).toBeLessThanOrEqual(kills.length);
 
     for (const c of cases) expect(await fx.store.verifyLedger(c.caseId), c.caseId).toMatchObject({ ok: true });
+
+    // Each case's state was written with the transition that changed it, whatever was killed
+    // when: every root finished, so every case left `running` for what a finished root makes it,
+    // and its `case_state` records say so, once per change, ending at the state the row reads.
+    const states = await fx.rows<{ id: string; state: string; state_reason: string | null; tos: string[] }>(
+      `SELECT c.id, c.state, c.state_reason, array_agg(l.body->>'to' ORDER BY l.seq) AS tos
+         FROM cases c JOIN ledger l ON l.case_id = c.id AND l.kind = 'case_state' GROUP BY c.id`,
+    );
+    expect(states).toHaveLength(cases.length);
+    for (const s of states) {
+      expect(s.tos, s.id).toEqual(['running', s.state]);
+      expect({ state: s.state, reason: s.state_reason }, s.id).toEqual({ state: 'parked', reason: 'telling_customer' });
+    }
   }, 240_000);
 });

@@ -102,7 +102,7 @@ describe('MCP tool servers on a real turn-worker', () => {
     );
   const requestOf = async (taskId: string, turn: number) => {
     const [r] = await fx.rows<{ request: string; versions: { toolSchemaHash: string } }>(
-      `SELECT convert_from(r.bytes, 'UTF8') AS request, c.versions FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
+      `SELECT convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS request, c.versions FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
          JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision WHERE c.task_id = $1 AND c.turn = $2 AND c.ordinal = 0`,
       [taskId, turn],
     );

@@ -102,7 +102,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
                    WHERE c.state_paper_id = $1 AND r.paper_id = $1`;
     await restoreAfter(swap, 'paper_corrupt', async (taskId, statePaperId) => {
       const [rev] = await fx.rows<{ bytes: Buffer; content_hash: string; state_hash: string }>(
-        `SELECT r.bytes, r.content_hash, c.state_hash FROM paper_revisions r JOIN turn_checkpoints c ON c.state_paper_id = r.paper_id WHERE r.paper_id = $1`,
+        `SELECT paper_document(r.paper_id, r.revision) AS bytes, r.content_hash, c.state_hash FROM paper_revisions r JOIN turn_checkpoints c ON c.state_paper_id = r.paper_id WHERE r.paper_id = $1`,
         [statePaperId],
       );
       expect(rev!.content_hash).toBe(contentHash(rev!.bytes));
@@ -120,7 +120,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
     expect(t.park_detail).toMatchObject({ handoff: 'published', cause: 'budget_exhausted', dimension: 'turns' });
     // The published checkpoint is the one a successor resumes from: turn 2, not settled as completed.
     const cp = (await fx.rows<{ turn: number; state_hash: string; bytes: Buffer }>(
-      `SELECT k.turn, k.state_hash, r.bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 ORDER BY k.turn DESC LIMIT 1`,
+      `SELECT k.turn, k.state_hash, paper_document(r.paper_id, r.revision) AS bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 ORDER BY k.turn DESC LIMIT 1`,
       [taskId],
     ))[0]!;
     expect(cp.turn).toBe(2);
@@ -202,7 +202,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
     expect(doc.pending.todos.map((t) => t.id)).toEqual(['keep']);
     expect(doc.previous).not.toBeNull();
     const state = (await fx.rows<{ bytes: Buffer }>(
-      `SELECT r.bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 ORDER BY k.turn DESC LIMIT 1`,
+      `SELECT paper_document(r.paper_id, r.revision) AS bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 ORDER BY k.turn DESC LIMIT 1`,
       [taskId],
     ))[0]!;
     const restored = JSON.parse(state.bytes.toString('utf8')) as { summary: { revision: number }; run: { messages: { role: string; content: string }[]; todos: { id: string }[] } };

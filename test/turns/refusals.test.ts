@@ -109,7 +109,7 @@ describe('withheld calls are journal rows and ledger entries', () => {
     }
     // The refusal the paper records is the one the model was told (the next request's tool message).
     const [nextRequest] = await fx.rows<{ request: string }>(
-      `SELECT convert_from(r.bytes, 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
+      `SELECT convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS request FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id
          JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision WHERE c.task_id = $1 AND c.turn = 2 AND c.ordinal = 0`,
       [taskId],
     );

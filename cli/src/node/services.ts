@@ -170,8 +170,8 @@ export const SERVICE_DEFS: Readonly<Record<FleetService, ServiceDef>> = {
         env: RECONCILER_ENV,
         crashPoints: [],
         async start(ctx, substrate, inputs, v) {
-          await startReconciler(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), ...reconcilerOptionsFromEnv(v) });
-          return {};
+          const { loop } = await startReconciler(ctx, substrate, inputs.loaded.config, { connectors: await inputs.connectors(), ...reconcilerOptionsFromEnv(v) });
+          return { replaceFleet: (next) => loop.replaceFleet(next.config) };
         },
       });
     },

@@ -67,13 +67,14 @@ export type Settlement =
   | { readonly kind: 'completed'; readonly result: string | null }
   /**
    * A halt that owes a handoff (K5): budget exhaustion, an armed wait, waiting children, a
-   * provider or a read's connector that is down, a read waiting for consent. Never `completed`.
+   * provider or a read's connector that is down, a read waiting for consent, a context the
+   * provider says is too long (compaction, not failure). Never `completed`.
    * `handoff` is what really happened to the checkpoint.
    */
   | {
       readonly kind: 'suspended';
       readonly parkReason: ParkReason;
-      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down' | 'consent' | 'capacity';
+      readonly cause: 'budget_exhausted' | 'wait' | 'children' | 'provider_down' | 'connector_down' | 'consent' | 'capacity' | 'context_too_long';
       readonly budgetDimension?: BudgetDimension;
       /** The connector (an MCP server, a connector) a `connector_down` halt waits on. */
       readonly connector?: string;
@@ -83,7 +84,7 @@ export type Settlement =
       /** How many sub-agent questions the halting `wait` answers (absent: none); the host delivers them with the park. */
       readonly answers?: number;
     }
-  /** The model cannot be asked this request again as-is (invalid request, context too long). */
+  /** The model cannot be asked this request again as-is (an invalid request). */
   | { readonly kind: 'failed'; readonly code: `model_${ModelErrorKind}` | 'kernel_error'; readonly message: string };
 
 export interface RunState {

@@ -80,6 +80,11 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
     const { error } = call;
     // The turn is not consumed: resuming re-asks the model for the same turn.
     if (error.kind === 'provider_down' || error.kind === 'retryable') return settled(await suspend(ports, charge(state), 'provider_down', 'provider_down'), events);
+    // The request outgrew the model's window: nothing in the run is wrong, so it is never
+    // failed for it. The host compacts a context by its size before it gets there; one that
+    // still does waits, parked with its state published, for an operator (a smaller context, a
+    // route with a larger window).
+    if (error.kind === 'context_too_long') return settled(await suspend(ports, charge(state), 'capability_gap', 'context_too_long'), events);
     return settled({ ...charge(state), settlement: { kind: 'failed', code: `model_${error.kind}`, message: error.message } }, events);
   }
 

@@ -10,7 +10,7 @@ describe('model call failures', () => {
     ['retryable failures through every attempt mean the provider is down', { error: { kind: 'retryable', status: 500 } }, { kind: 'suspended', parkReason: 'provider_down', cause: 'provider_down', handoff: 'absent' }, [250, 500]],
     ['connection refused parks at once', { error: { kind: 'provider_down', reason: 'connection_refused' } }, { kind: 'suspended', parkReason: 'provider_down', cause: 'provider_down', handoff: 'absent' }, []],
     ['an invalid request fails the run without retrying', { error: { kind: 'invalid_request', status: 400 } }, { kind: 'failed', code: 'model_invalid_request' }, []],
-    ['context too long fails for compaction, not retry', { error: { kind: 'context_too_long', status: 400 } }, { kind: 'failed', code: 'model_context_too_long' }, []],
+    ['context too long parks (never fails) without retrying', { error: { kind: 'context_too_long', status: 400 } }, { kind: 'suspended', parkReason: 'capability_gap', cause: 'context_too_long', handoff: 'absent' }, []],
   ])('%s', async (_c, step, settlement, sleeps) => {
     const h = harness([step], []);
     const r = await h.run();

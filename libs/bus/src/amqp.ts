@@ -259,7 +259,8 @@ export class AmqpTransport implements Transport {
           this.exchange,
           m.routingKey,
           m.body,
-          { persistent: true, messageId: m.messageId, type: m.type, contentType: 'application/json', userId: this.user },
+          // The W3C trace context travels as the `traceparent` header (the AMQP binding of Trace Context).
+          { persistent: true, messageId: m.messageId, type: m.type, contentType: 'application/json', userId: this.user, ...(m.traceparent ? { headers: { traceparent: m.traceparent } } : {}) },
           (err: unknown) => finish(err ?? undefined),
         );
         if (!writable) channel.blocked = true;
@@ -324,6 +325,7 @@ function toDelivery(msg: ConsumeMessage): Delivery {
     deliveryCount: typeof count === 'number' && count > 0 ? count : 0,
     redelivered: msg.fields.redelivered,
     userId: typeof msg.properties.userId === 'string' ? msg.properties.userId : undefined,
+    traceparent: typeof msg.properties.headers?.['traceparent'] === 'string' ? (msg.properties.headers['traceparent'] as string) : undefined,
   };
 }
 

@@ -8,6 +8,10 @@
  *     producer_unknown, sender_mismatch or type_not_permitted)
  *   → ONE unit of work: inbox row + the handler's state change + its outbox rows → COMMIT → ack
  *
+ * Each decoded delivery runs in a `message.consume` span whose parent is the publisher's trace
+ * context (the `traceparent` header, else the envelope's), so whatever the handler stamps
+ * continues the same trace — in batched mode too (each handler runs in its own delivery's context).
+ *
  * Outcomes:
  * - new message: the handler runs inside the unit of work; ack after COMMIT.
  * - same id + same payload hash (a redelivery): the prior disposition stands, the handler is NOT
@@ -48,6 +52,8 @@ import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictErro
 import type { AnyEnvelope, MessageType } from '@everdict/contracts';
 import { inlinable, recordInboxBatch, recordRefusalIn, setInboxDispositions } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
+import { SPAN, SpanKind, captureContext, isTraceparent, runInContext, withSpan } from '@everdict/tracing';
+import type { TraceContext } from '@everdict/tracing';
 import { authenticateProducer } from './identity.js';
 import type { ProducerRefusal } from './identity.js';
 import type { BusLogger } from './logger.js';
@@ -183,11 +189,19 @@ type UnitResult = { kind: 'applied' | 'ignored' } | { kind: 'refused'; why: stri
 
 const isRefused = (o: HandlerOutcome): o is Refused => typeof o === 'object' && o !== null;
 
+/** The task a message is about (`payload.taskId`), for log lines and span attributes. */
+function taskIdOf(env: AnyEnvelope): string | undefined {
+  const taskId = (env.payload as { taskId?: unknown }).taskId;
+  return typeof taskId === 'string' ? taskId : undefined;
+}
+
 /** A delivery waiting for its batch. */
 interface Queued {
   readonly env: AnyEnvelope;
   readonly handler: MessageHandler;
   readonly ctx: Omit<HandlerContext, 'afterCommit'>;
+  /** The delivery's trace context: its handler runs in it even inside a shared batch. */
+  readonly trace: TraceContext;
   resolve(r: UnitResult): void;
   reject(err: unknown): void;
 }
@@ -261,6 +275,20 @@ export class InboxConsumer {
       });
     }
     const env = decoded.envelope;
+    // The delivery's span continues the publisher's trace: the broker header (the relay's span),
+    // else the envelope's own traceparent; with neither it starts a trace of its own.
+    const parent = isTraceparent(d.traceparent) ? d.traceparent : (env.traceparent ?? null);
+    const attributes = { consumer: service, 'message.id': env.id, 'message.type': env.type, 'case.id': env.caseId, 'task.id': taskIdOf(env) };
+    return withSpan(SPAN.consume, { parent, kind: SpanKind.CONSUMER, attributes }, async (span) => {
+      const settlement = await this.processDecoded(d, env);
+      span.set({ outcome: settlement });
+      return settlement;
+    });
+  }
+
+  /** The pipeline after a successful decode, inside the delivery's span. Never throws. */
+  private async processDecoded(d: Delivery, env: AnyEnvelope): Promise<Settlement> {
+    const service = this.opts.service;
     if (d.messageId !== undefined && d.messageId !== env.id) {
       return this.refuse('message_id_mismatch', 'properties.message-id differs from /id', { messageId: env.id, type: env.type, payloadHash: env.payloadHash });
     }
@@ -291,7 +319,7 @@ export class InboxConsumer {
         return 'ack';
       case 'refused':
         // Recorded with the inbox row in its unit of work; only the count and the settlement remain.
-        this.logger.warn({ service, reason: 'assignment_refused', messageId: env.id, type: env.type, why: result.why }, 'message refused by its receiver and dead-lettered');
+        this.logger.warn({ service, reason: 'assignment_refused', messageId: env.id, type: env.type, caseId: env.caseId, taskId: taskIdOf(env), why: result.why }, 'message refused by its receiver and dead-lettered');
         this.metrics.refused(service, 'assignment_refused');
         this.metrics.deadLettered(service, 'assignment_refused');
         this.metrics.consumed(service, 'refused');
@@ -342,7 +370,7 @@ export class InboxConsumer {
   /** Queues a delivery for the next batch; resolves once its batch committed (or it was settled alone). */
   private batched(env: AnyEnvelope, handler: MessageHandler, ctx: Omit<HandlerContext, 'afterCommit'>): Promise<UnitResult> {
     return new Promise<UnitResult>((resolve, reject) => {
-      this.queue.push({ env, handler, ctx, resolve, reject });
+      this.queue.push({ env, handler, ctx, trace: captureContext(), resolve, reject });
       this.kick();
     });
   }
@@ -382,7 +410,7 @@ export class InboxConsumer {
     try {
       if (batch.length === 1) {
         const only = batch[0]!;
-        await this.alone(only.env, only.handler, only.ctx).then(only.resolve, only.reject);
+        await runInContext(only.trace, () => this.alone(only.env, only.handler, only.ctx)).then(only.resolve, only.reject);
         return;
       }
       settled = await this.batchUnit(batch).catch(() => null);
@@ -396,7 +424,7 @@ export class InboxConsumer {
       // Nothing of the batch was written: every delivery is processed again, alone, with the
       // single path's retries and failure handling (the failing one is requeued or dead-lettered
       // there, the others simply apply).
-      for (const q of batch) void this.alone(q.env, q.handler, q.ctx).then(q.resolve, q.reject);
+      for (const q of batch) void runInContext(q.trace, () => this.alone(q.env, q.handler, q.ctx)).then(q.resolve, q.reject);
       return;
     }
     const { results, committed } = settled;
@@ -404,7 +432,7 @@ export class InboxConsumer {
     batch.forEach((q, i) => {
       const r = results[i];
       // Already in the inbox: a duplicate or a conflict, told apart by the single path.
-      if (r === null || r === undefined) void this.alone(q.env, q.handler, q.ctx).then(q.resolve, q.reject);
+      if (r === null || r === undefined) void runInContext(q.trace, () => this.alone(q.env, q.handler, q.ctx)).then(q.resolve, q.reject);
       else q.resolve(r);
     });
   }
@@ -427,7 +455,7 @@ export class InboxConsumer {
           results.push(null);
           continue;
         }
-        const outcome = (await q.handler(q.env, uow, { ...q.ctx, afterCommit: (fn) => void committed.push(fn) })) ?? 'applied';
+        const outcome = (await runInContext(q.trace, () => q.handler(q.env, uow, { ...q.ctx, afterCommit: (fn) => void committed.push(fn) }))) ?? 'applied';
         if (isRefused(outcome)) {
           refused.push(q.env.id);
           await recordRefusalIn(uow, { consumer: service, messageId: q.env.id, type: q.env.type, reason: 'assignment_refused', detail: outcome.refused, payloadHash: q.env.payloadHash });
@@ -448,7 +476,7 @@ export class InboxConsumer {
     const retryable = isEverdictError(err) && err.retryable;
     const settlement = failureSettlement(d.deliveryCount, this.limit, retryable);
     if (settlement === 'dead_letter') {
-      this.logger.error({ service, messageId: env.id, type: env.type, attempts: d.deliveryCount + 1, err: describeError(err) }, 'handler failed on its last attempt; dead-lettering');
+      this.logger.error({ service, messageId: env.id, type: env.type, caseId: env.caseId, taskId: taskIdOf(env), attempts: d.deliveryCount + 1, err: describeError(err) }, 'handler failed on its last attempt; dead-lettering');
       await this.record({ reason: 'handler_failed', detail: `attempt ${d.deliveryCount + 1} of ${this.limit + 1}: ${describeError(err)}`, messageId: env.id, type: env.type, payloadHash: env.payloadHash }).catch(
         (recErr: unknown) => this.logger.error({ service, messageId: env.id, err: describeError(recErr) }, 'could not record dead letter'),
       );
@@ -456,7 +484,7 @@ export class InboxConsumer {
       this.metrics.consumed(service, 'dead_lettered');
       return 'dead_letter';
     }
-    this.logger.warn({ service, messageId: env.id, type: env.type, attempt: d.deliveryCount + 1, retryable, err: describeError(err) }, 'handler failed; requeueing');
+    this.logger.warn({ service, messageId: env.id, type: env.type, caseId: env.caseId, taskId: taskIdOf(env), attempt: d.deliveryCount + 1, retryable, err: describeError(err) }, 'handler failed; requeueing');
     this.metrics.consumed(service, 'failed');
     await this.sleep(jitteredBackoffMs(backoffMs(d.deliveryCount, this.delayMs)));
     return 'requeue';

@@ -12,9 +12,12 @@
  *   leaves it unpublished (or claimed until the lease ends) and it is published again. At least
  *   once; the receivers' inbox makes it effectively once.
  * - Nothing here opens a transaction; claim, mark and release are single statements.
+ * - A row's traceparent (its own column) is published as the `traceparent` header under an
+ *   `outbox.publish` span; the body's bytes are never touched.
  */
 import { jitteredBackoffMs } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
+import { SPAN, SpanKind, currentTraceparent, withSpan } from '@everdict/tracing';
 import type { BusLogger } from './logger.js';
 import { describeError, noopBusLogger } from './logger.js';
 import type { BusMetrics } from './metrics.js';
@@ -44,6 +47,8 @@ interface OutboxRelayOptions {
   readonly metrics?: BusMetrics;
   readonly logger?: BusLogger;
 }
+
+type ClaimedRow = Awaited<ReturnType<Store['claimOutbox']>>[number];
 
 interface RelayBatchResult {
   readonly claimed: number;
@@ -118,17 +123,7 @@ export class OutboxRelay {
     for (const r of rows) byType.set(r.type, (byType.get(r.type) ?? 0) + 1);
     for (const [type, n] of byType) this.metrics.published(type, n);
 
-    const outcomes = await Promise.allSettled(
-      rows.map((r) =>
-        this.opts.transport.publish({
-          messageId: r.message_id,
-          type: r.type,
-          routingKey: r.routing_key,
-          body: r.body,
-          ...(this.opts.transport.needsProducer ? { producer: producerOf(r.body) } : {}),
-        }),
-      ),
-    );
+    const outcomes = await Promise.allSettled(rows.map((r) => this.publishRow(r)));
     const confirmed: number[] = [];
     const failed: number[] = [];
     outcomes.forEach((o, i) => (o.status === 'fulfilled' ? confirmed : failed).push(rows[i]!.seq));
@@ -141,6 +136,24 @@ export class OutboxRelay {
       await this.opts.store.releaseOutbox(failed).catch(() => {});
     }
     return { claimed: rows.length, published: confirmed.length, failed: failed.length };
+  }
+
+  /**
+   * One row to the transport. A row enqueued under a trace is published inside an
+   * `outbox.publish` span (a child of the row's traceparent) whose context is the message's
+   * `traceparent` header; with tracing off that context is the row's own, passed through.
+   */
+  private publishRow(r: ClaimedRow): Promise<void> {
+    const message = {
+      messageId: r.message_id,
+      type: r.type,
+      routingKey: r.routing_key,
+      body: r.body,
+      ...(this.opts.transport.needsProducer ? { producer: producerOf(r.body) } : {}),
+    };
+    if (r.traceparent === null) return this.opts.transport.publish(message);
+    const attributes = { 'message.id': r.message_id, 'message.type': r.type };
+    return withSpan(SPAN.publish, { parent: r.traceparent, kind: SpanKind.PRODUCER, attributes }, () => this.opts.transport.publish({ ...message, traceparent: currentTraceparent() ?? r.traceparent ?? undefined }));
   }
 
   private async loop(index: number): Promise<void> {

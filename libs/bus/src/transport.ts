@@ -29,6 +29,8 @@ export interface OutboundMessage {
    * published under. Required by transports whose identity is per service (`needsProducer`).
    */
   readonly producer?: string;
+  /** W3C trace context of the publish (the relay's span), sent as the `traceparent` header. */
+  readonly traceparent?: string | undefined;
 }
 
 export interface Delivery {
@@ -40,6 +42,11 @@ export interface Delivery {
   readonly redelivered: boolean;
   /** The producer's authenticated broker user (AMQP `user-id`, validated by the broker); undefined if unset. */
   readonly userId: string | undefined;
+  /**
+   * The `traceparent` header, if the publisher set one: the consumer's span continues it (else
+   * the envelope's own traceparent). Trace context only — never trusted for anything else.
+   */
+  readonly traceparent?: string | undefined;
 }
 
 export type Settlement = 'ack' | 'requeue' | 'dead_letter';
@@ -82,5 +89,5 @@ export interface Transport {
  * their unit of work and let the relay publish — it is for tools and tests outside a transaction.
  */
 export function publishEnvelope(transport: Transport, envelope: AnyEnvelope): Promise<void> {
-  return transport.publish({ messageId: envelope.id, type: envelope.type, routingKey: envelope.type, body: encodeEnvelope(envelope), producer: envelope.sender.service });
+  return transport.publish({ messageId: envelope.id, type: envelope.type, routingKey: envelope.type, body: encodeEnvelope(envelope), producer: envelope.sender.service, traceparent: envelope.traceparent });
 }

@@ -30,6 +30,11 @@ export class PrincipalDirectory {
     );
   }
 
+  /** The configured principal named `id`, or undefined (a web session names its principal by id). */
+  byId(id: string): Principal | undefined {
+    return this.entries.find((e) => e.principal.id === id)?.principal;
+  }
+
   /** The principal of an `Authorization: Bearer …` header, or undefined. */
   authenticate(authorization: string | undefined): Principal | undefined {
     const m = authorization === undefined ? null : BEARER.exec(authorization.trim());

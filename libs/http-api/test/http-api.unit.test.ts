@@ -35,7 +35,7 @@ describe('JSON over HTTP', () => {
   beforeAll(async () => {
     server = createServer((req, res) => {
       void (async () => {
-        const principal = authenticateRequest(req, res, principals);
+        const principal = await authenticateRequest(req, res, principals);
         if (!principal) return;
         try {
           sendJson(res, 200, { principal: principal.id, body: await readJsonObject(req, LIMIT) });

@@ -4,7 +4,7 @@
  * - retryable: 429, 408, 5xx, 529, timeouts, resets and malformed bodies — the same request may succeed;
  * - provider_down: the endpoint is not there (connection refused, DNS) — park on provider health;
  * - invalid_request: other 4xx — the request itself is wrong, retrying cannot help;
- * - context_too_long: the provider's context-length error shapes — compaction, not retry.
+ * - context_too_long: the provider's context-length error shapes — the runtime compacts or parks, never retries or fails.
  */
 import { EverdictError } from '@everdict/contracts';
 

@@ -24,6 +24,8 @@ export interface RouteConfig {
   /** Per-call timeout. Default 60 000 ms. */
   readonly timeoutMs?: number;
   readonly maxOutputTokens?: number;
+  /** The model's context window in tokens (compaction measures a run's context against it). */
+  readonly contextWindowTokens?: number;
 }
 
 export type RouteTable = Readonly<Record<string, RouteConfig>>;
@@ -36,7 +38,7 @@ interface RouteDeps {
   readonly fetch?: FetchLike;
 }
 
-const ROUTE_KEYS = new Set(['adapter', 'model', 'baseUrl', 'apiKeyEnv', 'scriptPath', 'timeoutMs', 'maxOutputTokens']);
+const ROUTE_KEYS = new Set(['adapter', 'model', 'baseUrl', 'apiKeyEnv', 'scriptPath', 'timeoutMs', 'maxOutputTokens', 'contextWindowTokens']);
 
 /** Shape check of one route; the error names `routes.<name>.<field>`. */
 export function validateRoute(name: string, value: unknown): RouteConfig {
@@ -52,7 +54,7 @@ export function validateRoute(name: string, value: unknown): RouteConfig {
   for (const key of ['baseUrl', 'apiKeyEnv', 'scriptPath']) {
     if (r[key] !== undefined && (typeof r[key] !== 'string' || r[key] === '')) bad(key, 'must be a non-empty string');
   }
-  for (const key of ['timeoutMs', 'maxOutputTokens']) {
+  for (const key of ['timeoutMs', 'maxOutputTokens', 'contextWindowTokens']) {
     const v = r[key];
     if (v !== undefined && (typeof v !== 'number' || !Number.isInteger(v) || v <= 0)) bad(key, 'must be a positive integer');
   }

@@ -136,7 +136,7 @@ function referenceProblems(c: FleetConfig): FleetConfigProblem[] {
     }
     // The auditor is not the writer (seed 004 §5).
     if (p.auditor === name) problems.push({ path: pointer('profiles', name, 'auditor'), message: 'must be a different profile than the one it audits' });
-    if (p.compaction?.keepRecent !== undefined && p.compaction.keepRecent >= p.compaction.maxMessages) {
+    if (p.compaction?.keepRecent !== undefined && p.compaction.maxMessages !== undefined && p.compaction.keepRecent >= p.compaction.maxMessages) {
       problems.push({ path: pointer('profiles', name, 'compaction', 'keepRecent'), message: 'must be smaller than maxMessages' });
     }
   }

@@ -12,8 +12,12 @@
  * 2. a log formatter walks the merged object and censors every secret key at any depth, omits
  *    content keys (`prompt`, `content`, `body`, `payload`, …) and strips URL passwords from strings;
  * 3. the message string and serialized errors (message, stack) have URL passwords stripped too.
+ *
+ * A line written while a span is active carries `traceId` (the W3C trace id), so an operator
+ * goes from a log line to its trace and back; lines about one case or task name `caseId`/`taskId`.
  */
 import { pino, stdSerializers, stdTimeFunctions, type DestinationStream, type Logger } from 'pino';
+import { activeTraceId } from '@everdict/tracing';
 import type { LogLevel } from './config.js';
 import { CENSORED, redactUrlCredentials, scrubSecrets } from './secrets.js';
 
@@ -57,6 +61,11 @@ export function createLogger(opts: CreateLoggerOptions): Logger {
       timestamp: stdTimeFunctions.isoTime,
       redact: { paths: [...REDACT_PATHS], censor: CENSORED },
       serializers: { err: scrubError, error: scrubError },
+      // A line written inside a span names its trace, so logs and traces join on `traceId`.
+      mixin: () => {
+        const traceId = activeTraceId();
+        return traceId === undefined ? {} : { traceId };
+      },
       formatters: {
         log: (obj) => scrubSecrets(obj),
         bindings: (bindings) => scrubSecrets(bindings),

@@ -11,6 +11,8 @@
  *   2. shutdown hooks run in reverse registration order (stop consuming, finish units of work,
  *      drain publisher confirms, close pools);
  *   3. the HTTP server closes; the process exits 0 (1 if a hook failed or start failed).
+ * The tracer provider (@everdict/tracing, one per process) starts with the logger; its hook is
+ * registered first, so it runs last and flushes the spans every other hook ended.
  * The whole drain has a deadline (default 10 s, DESIGN §2): past it the process logs which hook
  * was still running and exits 1. A second signal during the drain exits 1 at once.
  */
@@ -21,6 +23,7 @@ import { createLogger } from './logger.js';
 import { createMetrics, type EverdictMetrics } from './metrics.js';
 import { ReadinessChecks, type ReadinessCheck } from './readiness.js';
 import { ShutdownHooks, type ShutdownHook } from './shutdown.js';
+import { startTracing } from '@everdict/tracing';
 
 type NoExtra = Record<never, never>;
 
@@ -45,6 +48,8 @@ export interface ServiceContext<S extends EnvSpec = NoExtra> {
 interface RunServiceOptions<S extends EnvSpec = NoExtra> {
   /** Service name: the `service` log field and metric label. */
   name: string;
+  /** The spans' service.name (default `name`; `OTEL_SERVICE_NAME` overrides both). */
+  traceName?: string;
   /** Overrides PORT; default: PORT (8080 if unset). */
   port?: number;
   /** The service's own environment variables (see `envVar`), validated with the base ones. */
@@ -87,9 +92,13 @@ export async function runService<S extends EnvSpec = NoExtra>(opts: RunServiceOp
   }
 
   const logger = createLogger({ service: opts.name, level: config.logLevel });
+  // One tracer provider per process; its flush is the first hook registered, so the LAST to run.
+  const tracing = await startTracing({ serviceName: opts.traceName ?? opts.name, env: opts.env ?? process.env });
   const metrics = createMetrics({ service: opts.name });
   const readiness = new ReadinessChecks({ timeoutMs: opts.readinessTimeoutMs ?? 1000 });
   const hooks = new ShutdownHooks(logger);
+  hooks.add('tracing', () => tracing.shutdown());
+  if (tracing.exporting) logger.info({ serviceName: tracing.serviceName }, 'tracing: exporting spans by OTLP/HTTP');
   const aborter = new AbortController();
   const deadlineMs = opts.shutdownDeadlineMs ?? DEFAULT_SHUTDOWN_DEADLINE_MS;
   const signals = opts.signals ?? ['SIGTERM', 'SIGINT'];

@@ -151,3 +151,142 @@ export async function admitExternalCall(db: Db, taskId: string, callId: string, 
     return { cap: 'externalCallsPerMinute', limit, retryAfterMs: (ms ?? 0) + 50 };
   });
 }
+
+// ------------------------------------------------------------------------------- concurrent holds
+
+/** The caps counted as concurrent uses (a row of case_cap_holds each). */
+export type HoldCap = 'modelCalls' | 'estateSessions';
+
+/** One concurrent use to admit: which cap, on which target ('' for a model call), by whom. */
+export interface HoldRequest {
+  readonly cap: HoldCap;
+  /** `system/environment[/account]` for estateSessions; '' for modelCalls. */
+  readonly target: string;
+  readonly taskId: string;
+  /** Unique per use (a call id); re-admitting the same holder replaces its row. */
+  readonly holder: string;
+}
+
+/** An admitted use: release it when it ends (a no-op when the case type has no such cap). */
+export interface Hold {
+  release(): Promise<void>;
+}
+
+function holdLock(caseId: string, cap: HoldCap, target: string): Sql {
+  return {
+    name: 'ev_caps_hold_lock',
+    text: `SELECT pg_advisory_xact_lock(hashtextextended('everdict:hold:' || $2::text || ':' || $1::text || ':' || $3::text, 0))`,
+    values: [caseId, cap, target],
+  };
+}
+
+/** The task's case, case type and the fence epoch of the lease it runs under now. */
+function holderTask(taskId: string): Sql {
+  return {
+    name: 'ev_caps_holder_task',
+    text: `SELECT t.case_id, c.case_type, t.fence_epoch FROM tasks t JOIN cases c ON c.id = t.case_id WHERE t.id = $1::uuid`,
+    values: [taskId],
+  };
+}
+
+/** A hold is live while its task runs under the lease it was taken under (database clock). */
+const LIVE_HOLD = `EXISTS (SELECT 1 FROM tasks t WHERE t.id = h.task_id AND t.state = 'running'
+                            AND t.fence_epoch = h.fence_epoch AND t.lease_until > now())`;
+
+/** Drops the holds of (case, cap, target) that no longer count (their lease ended or moved on). */
+export function pruneDeadHolds(caseId: string, cap: HoldCap, target: string): Sql {
+  return {
+    name: 'ev_caps_prune_holds',
+    text: `DELETE FROM case_cap_holds h WHERE h.case_id = $1::uuid AND h.cap = $2::text AND h.target = $3::text AND NOT ${LIVE_HOLD}`,
+    values: [caseId, cap, target],
+  };
+}
+
+/** Takes the hold iff fewer than `limit` live holds of (case, cap, target) exist. */
+export function takeHoldStatement(caseId: string, r: HoldRequest, fenceEpoch: string, limit: number): Sql {
+  return {
+    name: 'ev_caps_take_hold',
+    text: `INSERT INTO case_cap_holds (cap, holder, case_id, target, task_id, fence_epoch)
+           SELECT $2::text, $3::text, $1::uuid, $4::text, $5::uuid, $6::bigint
+            WHERE (SELECT count(*) FROM case_cap_holds h
+                    WHERE h.case_id = $1::uuid AND h.cap = $2::text AND h.target = $4::text AND h.holder <> $3::text) < $7::int
+           ON CONFLICT (cap, holder) DO UPDATE SET task_id = EXCLUDED.task_id, fence_epoch = EXCLUDED.fence_epoch, acquired_at = now()
+        RETURNING fence_epoch`,
+    values: [caseId, r.cap, r.holder, r.target, r.taskId, fenceEpoch, limit],
+  };
+}
+
+export function releaseHoldStatement(cap: HoldCap, holder: string, fenceEpoch: string): Sql {
+  return {
+    name: 'ev_caps_release_hold',
+    text: `DELETE FROM case_cap_holds WHERE cap = $1::text AND holder = $2::text AND fence_epoch = $3::bigint`,
+    values: [cap, holder, fenceEpoch],
+  };
+}
+
+const NO_HOLD: Hold = { release: async () => undefined };
+
+/**
+ * Admits one concurrent use under its case type's limit (`limitOf`): a hold to release, or
+ * null when the cap is full right now (nothing was recorded).
+ */
+export async function admitHold(db: Db, r: HoldRequest, limitOf: (caseType: string) => number | null): Promise<Hold | null> {
+  const taken = await db.transaction(async (tx) => {
+    const row = (await tx.query<{ case_id: string; case_type: string; fence_epoch: string }>(holderTask(r.taskId))).rows[0];
+    const limit = row ? limitOf(row.case_type) : null;
+    if (!row || limit === null) return 'uncapped' as const;
+    await tx.query(holdLock(row.case_id, r.cap, r.target));
+    await tx.query(pruneDeadHolds(row.case_id, r.cap, r.target));
+    const ok = ((await tx.query(takeHoldStatement(row.case_id, r, String(row.fence_epoch), limit))).rowCount ?? 0) > 0;
+    return ok ? { epoch: String(row.fence_epoch) } : null;
+  });
+  if (taken === null) return null;
+  if (taken === 'uncapped') return NO_HOLD;
+  return { release: async () => void (await db.query(releaseHoldStatement(r.cap, r.holder, taken.epoch))) };
+}
+
+/** How a refused use waits before it asks again. */
+export interface HoldQueue {
+  /** Milliseconds between two admissions of a waiting use (a little jitter is added). */
+  readonly retryMs: number;
+  /** Aborts the wait (the task's lease was lost): the use then throws the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Told once per use that had to wait, with how long it waited (metrics, logs). */
+  readonly onQueued?: (waitedMs: number) => void;
+}
+
+/**
+ * Runs `use` under a hold: queues (retrying in place) while the cap is full, releases the hold
+ * when `use` settles. A release that fails leaves a row that stops counting with the lease.
+ */
+export async function withHold<T>(db: Db, r: HoldRequest, limitOf: (caseType: string) => number | null, queue: HoldQueue, use: () => Promise<T>): Promise<T> {
+  const started = Date.now();
+  let waited = false;
+  let hold = await admitHold(db, r, limitOf);
+  while (hold === null) {
+    waited = true;
+    await pause(queue.retryMs + Math.floor(Math.random() * queue.retryMs * 0.5), queue.signal);
+    hold = await admitHold(db, r, limitOf);
+  }
+  if (waited) queue.onQueued?.(Date.now() - started);
+  try {
+    return await use();
+  } finally {
+    await hold.release().catch(() => undefined);
+  }
+}
+
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason as Error);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

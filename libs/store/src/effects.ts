@@ -13,6 +13,7 @@
  *   which the callers do only on a conclusive outcome.
  */
 import { buildEnvelope, encodeEnvelope, sha256Hex, systemClock, trustLabelFor, validatePacket } from '@everdict/contracts';
+import { currentTraceparent, traceparentField } from '@everdict/tracing';
 import type { CurrentVersion, EffectPacket, GateState, MessageType, PayloadOf, SenderService, Verdict, WhatLanded } from '@everdict/contracts';
 import { refreshCaseState } from './caseState.js';
 import type { Queryable } from './db.js';
@@ -24,6 +25,7 @@ import {
   insertDispatch,
   insertEffectCall,
   moveDispatch,
+  openGateWaits,
   parkedAges,
   recordEffectCallOutcome,
   releaseStaleOutbox,
@@ -63,7 +65,8 @@ const LANDED_PAPER_SCHEMA = 'everdict.effect-landed.v1';
 
 /** Opens (or records as refused) a gate; false when the gate id already exists. */
 export async function openGate(uow: UnitOfWork, g: NewGate): Promise<boolean> {
-  const opened = (await uow.query(insertGate(g))).rowCount === 1;
+  // The gate keeps the trace it was requested under: the decision, hours later, continues it.
+  const opened = (await uow.query(insertGate({ ...g, traceparent: g.traceparent ?? currentTraceparent() ?? null }))).rowCount === 1;
   if (opened) await refreshCaseState(uow, g.caseId, { cause: 'gate_opened', gateId: g.id, taskId: g.taskId });
   return opened;
 }
@@ -222,7 +225,8 @@ export async function wakeOrphanedImpactWaiters(q: Queryable, limit: number): Pr
 
 /** Queues an approved grant for dispatch; false when it was queued before. */
 export async function queueDispatch(uow: UnitOfWork, d: { grantId: string; gateId: string; caseId: string; taskId: string }): Promise<boolean> {
-  const queued = (await uow.query(insertDispatch(d))).rowCount === 1;
+  // The dispatch keeps the approval's trace: the dispatcher loop, which claims it later, continues it.
+  const queued = (await uow.query(insertDispatch({ ...d, traceparent: currentTraceparent() ?? null }))).rowCount === 1;
   if (queued) await refreshCaseState(uow, d.caseId, { cause: 'dispatch_queued', grantId: d.grantId, gateId: d.gateId, taskId: d.taskId });
   return queued;
 }
@@ -394,8 +398,22 @@ export async function loadTaskForEffect(q: Queryable, taskId: string): Promise<{
   return (await q.query<{ id: string; case_id: string; state: string; cancel_requested: string | null; fence_epoch: number }>(selectTaskForEffect(taskId))).rows[0];
 }
 
-export async function parkedTaskAges(q: Queryable): Promise<{ park_reason: string; age_seconds: number }[]> {
-  return (await q.query<{ park_reason: string; age_seconds: number }>(parkedAges())).rows;
+export async function parkedTaskAges(q: Queryable): Promise<{ park_reason: string; age_seconds: number; parked: number }[]> {
+  return (await q.query<{ park_reason: string; age_seconds: number; parked: number }>(parkedAges())).rows;
+}
+
+/** Open gates per kind with the quantiles of their wait so far, in seconds. */
+export interface OpenGateWaits {
+  readonly kind: string;
+  readonly open: number;
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly oldest: number;
+}
+
+export async function openGateWaitTimes(q: Queryable): Promise<OpenGateWaits[]> {
+  return (await q.query<OpenGateWaits>(openGateWaits())).rows;
 }
 
 export async function releaseStaleOutboxClaims(q: Queryable, graceMs: number, limit: number): Promise<number> {
@@ -419,10 +437,11 @@ export async function enqueuePlatformMessage<T extends MessageType>(uow: UnitOfW
       sender: { service, taskId: null, profile: null, profileVersion: null },
       trust: trustLabelFor(type, payload, 'service'),
       payload,
+      ...traceparentField(),
     },
     systemClock,
   );
-  await uow.enqueue({ id: envelope.id, type, caseId }, encodeEnvelope(envelope));
+  await uow.enqueue({ id: envelope.id, type, caseId, traceparent: envelope.traceparent }, encodeEnvelope(envelope));
   return envelope.id;
 }
 

@@ -11,11 +11,28 @@
  *   redone alone under the head lock, with the same record id; at most one ledger record per
  *   case goes into a batch;
  * - a write resolves only after its statement committed, so a caller never acts on a write
- *   that is not durable.
+ *   that is not durable — except a write the caller asked to defer (below), which resolves once
+ *   committed and visible, and is durable once the WAL is flushed.
  * Batching is natural: while `concurrency` statements are in flight, new writes queue; each
  * statement takes everything queued (up to `maxBatch`). An idle committer writes at once.
+ *
+ * Deferred durability (`deferDurability`): the statement runs in a transaction with
+ * `synchronous_commit = off`, so its COMMIT does not wait for the WAL flush. Postgres flushes
+ * WAL in order, so the next synchronous commit of any transaction makes it durable too, and a
+ * Postgres crash before that loses it together with everything committed after it. Only a write
+ * that nobody outside the database acts on may be deferred: one with a ledger record, an outbox
+ * row or a task transition is always synchronous, whatever the caller asked (the broker, the
+ * parent and the auditor act on those). Deferred and synchronous writes never share a
+ * statement: a synchronous write never waits on the deferral's BEGIN and SET.
+ *
+ * Writes that move the case (`caseCause`: a task's finish) are group-committed with each other
+ * in a unit of work that re-derives each part's case state after the statement, so the state
+ * is written in the same transaction as the transition that changed it (seed 004 §11.1); the
+ * other writes never wait on those refreshes.
  */
 import { isEverdictError } from '@everdict/contracts';
+import { refreshCaseState } from './caseState.js';
+import type { CaseStateCause } from './caseState.js';
 import { StaleFence } from './errors.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
 import type { TurnWrite, TurnWritten } from './journal.js';
@@ -23,7 +40,41 @@ import type { LedgerHead } from './ledgerHash.js';
 import { writeJournals } from './sql/journal.js';
 import type { JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
-import type { FenceToken } from './unitOfWork.js';
+import type { FenceToken, UnitOfWork } from './unitOfWork.js';
+import type { Sql } from './db.js';
+
+/** Makes the transaction's COMMIT return before its WAL is flushed (this transaction only). */
+const DEFER_DURABILITY: Sql = { text: 'SET LOCAL synchronous_commit = off' };
+
+export interface CommitterWriteOptions {
+  /**
+   * Commit without waiting for the WAL flush (default false). Honoured only for a write with no
+   * ledger record, no outbox row and no task transition; any other write is synchronous.
+   */
+  readonly deferDurability?: boolean;
+  /**
+   * The write's transition can change the case's state (a task's finish): the case state is
+   * re-derived (caseState.ts) in the same transaction as the write, after it. Such writes are
+   * group-committed with each other in a unit of work, never deferred. Default: none.
+   */
+  readonly caseCause?: CaseStateCause;
+}
+
+/**
+ * Executes `w` in a unit of work and, when `cause` is given, re-derives the case state after it
+ * in the same unit of work; the head returned is the case's newest record (the `case_state`
+ * record when one was appended).
+ */
+export async function writeTurnMovingCase(uow: UnitOfWork, token: FenceToken, caseId: string, w: TurnWrite, cause: CaseStateCause | null): Promise<TurnWritten> {
+  const done = await writeTurn(uow, token, caseId, w);
+  return cause === null ? done : withCaseState(done, await refreshCaseState(uow, caseId, cause));
+}
+
+const withCaseState = (done: TurnWritten, r: Awaited<ReturnType<typeof refreshCaseState>>): TurnWritten =>
+  r?.appended ? { ...done, head: { seq: r.appended.seq, hash: r.appended.hash } } : done;
+
+/** What one statement carries: writes of one kind only. */
+type BatchKind = 'sync' | 'deferred' | 'moving';
 
 interface JournalCommitterOptions {
   /** Most task writes per statement (default 200). */
@@ -37,6 +88,9 @@ interface Pending {
   readonly caseId: string;
   readonly w: TurnWrite;
   readonly head: LedgerHead | null;
+  /** sync: a statement of its own; deferred: `synchronous_commit = off`; moving: with its case state. */
+  readonly kind: BatchKind;
+  readonly cause: CaseStateCause | null;
   resolve(r: TurnWritten): void;
   reject(err: unknown): void;
 }
@@ -47,7 +101,7 @@ export class JournalCommitter {
   private scheduled = false;
   private readonly maxBatch: number;
   private readonly concurrency: number;
-  /** Statements written and the task writes they carried (for the benchmark and metrics). */
+  /** Statements written outside a unit of work and the task writes of every statement (for the benchmark and metrics). */
   statements = 0;
   writes = 0;
 
@@ -60,14 +114,23 @@ export class JournalCommitter {
   }
 
   /** Writes one task's turn write with the next statement; resolves once it committed. */
-  write(token: FenceToken, caseId: string, write: TurnWrite, head: LedgerHead | null): Promise<TurnWritten> {
+  write(token: FenceToken, caseId: string, write: TurnWrite, head: LedgerHead | null, opts: CommitterWriteOptions = {}): Promise<TurnWritten> {
     const w = withRecordId(write);
+    const cause = opts.caseCause ?? null;
     // A ledger record with an unknown head needs the head lock: a unit of work of its own.
-    if (w.ledger !== null && head === null) return writeTurnAlone(this.store, token, caseId, w, null);
+    if (w.ledger !== null && head === null) return this.alone(token, caseId, w, null, cause);
+    const deferred = opts.deferDurability === true && cause === null && w.ledger === null && (w.outbox ?? []).length === 0 && (w.transition ?? null) === null;
+    const kind: BatchKind = cause !== null ? 'moving' : deferred ? 'deferred' : 'sync';
     return new Promise<TurnWritten>((resolve, reject) => {
-      this.queue.push({ token, caseId, w, head, resolve, reject });
+      this.queue.push({ token, caseId, w, head, kind, cause, resolve, reject });
       this.kick();
     });
+  }
+
+  /** One write on its own: as one statement, or with its case state in a unit of work. */
+  private alone(token: FenceToken, caseId: string, w: TurnWrite, head: LedgerHead | null, cause: CaseStateCause | null): Promise<TurnWritten> {
+    if (cause === null) return writeTurnAlone(this.store, token, caseId, w, head);
+    return this.store.unitOfWork((uow) => writeTurnMovingCase(uow, token, caseId, w, cause));
   }
 
   private kick(): void {
@@ -84,8 +147,10 @@ export class JournalCommitter {
     const batch: Pending[] = [];
     const rest: Pending[] = [];
     const ledgerCases = new Set<string>();
+    // One statement carries writes of one kind: the first queued write decides which.
+    const kind = this.queue[0]?.kind ?? 'sync';
     for (const p of this.queue) {
-      const clash = p.w.ledger !== null && ledgerCases.has(p.caseId);
+      const clash = (p.w.ledger !== null && ledgerCases.has(p.caseId)) || p.kind !== kind;
       if (batch.length >= this.maxBatch || clash) {
         rest.push(p);
         continue;
@@ -104,8 +169,29 @@ export class JournalCommitter {
     this.kick();
     try {
       const items = batch.map((p) => journalItem(p.token, p.caseId, p.w, p.head));
-      const { rows } = await this.store.db.query<JournalWriteResult>(writeJournals(items));
-      this.statements++;
+      const statement = writeJournals(items);
+      const kind = batch[0]!.kind;
+      const written = new Map<number, TurnWritten>();
+      const rows =
+        kind === 'sync'
+          ? (await this.store.db.query<JournalWriteResult>(statement)).rows
+          : await this.store.unitOfWork(async (uow) => {
+              if (kind === 'deferred') await uow.query(DEFER_DURABILITY);
+              const { rows } = await uow.query<JournalWriteResult>(statement);
+              if (kind === 'moving') {
+                // Each applied part's case state, in case-id order (the order the case locks are
+                // taken in), in the transaction that wrote the part. A case has at most one part
+                // here: every finish carries a ledger record, and a batch one record per case.
+                const applied = rows.filter((r) => r.fenced && r.applied).sort((a, b) => (batch[a.idx]!.caseId < batch[b.idx]!.caseId ? -1 : 1));
+                for (const r of applied) {
+                  const p = batch[r.idx]!;
+                  written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), await refreshCaseState(uow, p.caseId, p.cause!)));
+                }
+              }
+              return rows;
+            });
+      // A statement in a unit of work is counted as that unit of work (the store's transactions).
+      if (kind === 'sync') this.statements++;
       this.writes += batch.length;
       for (const r of rows) {
         const p = batch[r.idx]!;
@@ -113,9 +199,9 @@ export class JournalCommitter {
           this.store.metrics.staleFence('write_journal');
           p.reject(new StaleFence(p.token.taskId, p.token.epoch, 'write_journal'));
         } else if (!r.applied) {
-          this.store.unitOfWork((uow) => writeTurn(uow, p.token, p.caseId, p.w)).then(p.resolve, p.reject);
+          this.store.unitOfWork((uow) => writeTurnMovingCase(uow, p.token, p.caseId, p.w, p.cause)).then(p.resolve, p.reject);
         } else {
-          p.resolve(turnWritten(r, items[r.idx]!));
+          p.resolve(written.get(r.idx) ?? turnWritten(r, items[r.idx]!));
         }
       }
     } catch (err) {
@@ -123,7 +209,7 @@ export class JournalCommitter {
       // was written. Each write is redone alone, so one bad part cannot sink the others — but a
       // database that is down fails every part alike: each gets the retryable error at once.
       if (batch.length === 1 || isEverdictError(err, 'database_unavailable')) for (const p of batch) p.reject(err);
-      else for (const p of batch) writeTurnAlone(this.store, p.token, p.caseId, p.w, p.head).then(p.resolve, p.reject);
+      else for (const p of batch) this.alone(p.token, p.caseId, p.w, p.head, p.cause).then(p.resolve, p.reject);
     } finally {
       this.inFlight--;
       this.kick();

@@ -13,6 +13,8 @@ export { OUTBOX_CHANNEL } from './sql/outbox.js';
 export * from './pglite.js';
 // Durable turns: the call journal and checkpoints, the task family, the agent graph, the case stop.
 export * from './journal.js';
+// Content-addressed history: manifests and their blocks (migration 0018).
+export * from './history.js';
 export * from './tasks.js';
 export * from './taskGraph.js';
 export * from './cases.js';
@@ -39,6 +41,14 @@ export * from './deadlines.js';
 export * from './planView.js';
 // A case's session: its live execution and the one principal that operates it (issue 13 item 2).
 export * from './sessions.js';
+// Console sign-in: browser sessions exchanged for a bearer token (issue 14 item 1).
+export * from './webSessions.js';
+// Console reads: filtered case list, papers, gate roles, exceptions (issue 14 item 1).
+export * from './console.js';
 // Per-case caps at the claim: worker slots (issue 13 item 5).
 export type { ClaimCaps, CapacityDetail } from './caps.js';
-export { admitExternalCall } from './caps.js';
+export { admitExternalCall, admitHold, withHold } from './caps.js';
+export type { Hold, HoldCap, HoldQueue, HoldRequest } from './caps.js';
+// Retention: bounded pruning passes (issue 15 item 3).
+export { RETENTION_KINDS, retentionPass } from './retention.js';
+export type { RetentionKind, RetentionPolicy } from './retention.js';

@@ -37,6 +37,8 @@ interface OutgoingMessage {
   readonly id: string;
   readonly type: string;
   readonly caseId: string | null;
+  /** The envelope's traceparent, stored in the row's own column for the relay. */
+  readonly traceparent?: string | undefined;
 }
 
 /** What the holder of a fence reads under its lock (UnitOfWork.holdFence). */
@@ -129,7 +131,7 @@ export class UnitOfWork {
    */
   async enqueue(msg: OutgoingMessage, body: Uint8Array, opts: { routingKey?: string; fence?: FenceToken } = {}): Promise<void> {
     if (opts.fence) await this.requireFence(opts.fence, 'enqueue');
-    await this.tx.query(insertOutbox({ messageId: msg.id, type: msg.type, routingKey: opts.routingKey ?? msg.type, caseId: msg.caseId, body }));
+    await this.tx.query(insertOutbox({ messageId: msg.id, type: msg.type, routingKey: opts.routingKey ?? msg.type, caseId: msg.caseId, body, traceparent: msg.traceparent ?? null }));
     if (!this.notified) {
       await this.tx.query(notifyOutbox());
       this.notified = true;

@@ -63,6 +63,7 @@ import {
   revokeGrantNow,
 } from '@everdict/store';
 import type { DispatchRow, GateRow, LandedRecord, MutationLookup, Queryable, Store, UnitOfWork } from '@everdict/store';
+import { SPAN, withSpan } from '@everdict/tracing';
 import type { AuthorityFacts, DispatchRefusal } from './authority.js';
 import { checkAuthority } from './authority.js';
 import type { CrashPoints } from './crashpoints.js';
@@ -231,12 +232,16 @@ export class Dispatcher {
 
   /** One claimed row. Never throws: a failure leaves the row to be claimed again once the claim lapses. */
   private async process(row: DispatchRow): Promise<void> {
-    try {
-      if (row.state === 'settling') await this.settle(row);
-      else await this.dispatch(row, 0);
-    } catch (err) {
-      this.o.logger.error({ grantId: row.grant_id, state: row.state, err: describe(err) }, 'dispatch step failed; the claim will lapse and the row be taken again');
-    }
+    // Claimed from a table, not a delivery: the row's traceparent (the approval's) is the parent.
+    const attributes = { 'grant.id': row.grant_id, 'gate.id': row.gate_id, 'case.id': row.case_id, 'task.id': row.task_id };
+    await withSpan(SPAN.effectDispatch, { parent: row.traceparent, attributes }, async () => {
+      try {
+        if (row.state === 'settling') await this.settle(row);
+        else await this.dispatch(row, 0);
+      } catch (err) {
+        this.o.logger.error({ grantId: row.grant_id, caseId: row.case_id, taskId: row.task_id, state: row.state, err: describe(err) }, 'dispatch step failed; the claim will lapse and the row be taken again');
+      }
+    });
   }
 
   // ------------------------------------------------------------------------- the sequence
@@ -295,7 +300,7 @@ export class Dispatcher {
       case 'fleet_stopped':
         return this.holdForFleetStop(row, reservation.reason);
       case 'lost':
-        this.o.logger.warn({ grantId: row.grant_id }, 'dispatch claim lost before reservation; leaving it');
+        this.o.logger.warn({ grantId: row.grant_id, caseId: row.case_id, taskId: row.task_id }, 'dispatch claim lost before reservation; leaving it');
         return;
       case 'reserved':
         break;
@@ -441,7 +446,7 @@ export class Dispatcher {
       return moveDispatchTo(uow, { grantId: row.grant_id, from: ['executing', 'reconciling'], to: 'settling', keepClaim: true });
     });
     if (landed.outcome === 'unknown') this.o.onFinished?.('unknown');
-    if (result === undefined) this.o.logger.warn({ grantId: row.grant_id, callId: landed.callId }, 'outcome already recorded by another writer; kept as ledger evidence only');
+    if (result === undefined) this.o.logger.warn({ grantId: row.grant_id, caseId: row.case_id, taskId: row.task_id, callId: landed.callId }, 'outcome already recorded by another writer; kept as ledger evidence only');
     return result;
   }
 
@@ -621,15 +626,18 @@ export class Dispatcher {
   }
 
   private async emitOutcome(uow: UnitOfWork, row: DispatchRow, packetDigest: string | null, landed: LandedRecord): Promise<void> {
-    await enqueuePlatformMessage(uow, COORDINATOR_SERVICE, 'effect.outcome', row.case_id, {
-      taskId: row.task_id,
-      callId: landed.callId,
-      grantId: row.grant_id,
-      packetDigest: packetDigest ?? (await loadGrant(uow, row.grant_id))?.packet_digest ?? '',
-      outcome: landed.outcome,
-      established: landed.established.slice(0, 2000),
-      ...(landed.receipt ? { receipt: landed.receipt } : {}),
-    });
+    const attributes = { 'grant.id': row.grant_id, 'case.id': row.case_id, 'task.id': row.task_id, 'call.id': landed.callId, outcome: landed.outcome };
+    await withSpan(SPAN.effectOutcome, { attributes }, async () =>
+      enqueuePlatformMessage(uow, COORDINATOR_SERVICE, 'effect.outcome', row.case_id, {
+        taskId: row.task_id,
+        callId: landed.callId,
+        grantId: row.grant_id,
+        packetDigest: packetDigest ?? (await loadGrant(uow, row.grant_id))?.packet_digest ?? '',
+        outcome: landed.outcome,
+        established: landed.established.slice(0, 2000),
+        ...(landed.receipt ? { receipt: landed.receipt } : {}),
+      }),
+    );
   }
 }
 

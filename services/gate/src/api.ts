@@ -18,7 +18,7 @@ import type { ServerResponse } from 'node:http';
 import { GATE_STATES, VERDICTS, isEverdictError, isOneOf, isUuid } from '@everdict/contracts';
 import type { GateState } from '@everdict/contracts';
 import { RequestError, authenticateRequest, readJsonObject, refuseBadQueryText, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
-import type { Principal, PrincipalDirectory } from '@everdict/http-api';
+import type { Principal, PrincipalDirectory, WebSessionLookup } from '@everdict/http-api';
 import type { RouteHandler } from '@everdict/service-kit';
 import { consentOfGate, listGatesForRoles, loadDecisions, loadGate, loadGrantOfGate, readPacketPaper } from '@everdict/store';
 import type { DecisionRow, GateRow, Store } from '@everdict/store';
@@ -27,6 +27,8 @@ import { decide, revoke } from './decide.js';
 interface GateApiOptions {
   readonly store: Store;
   readonly principals: () => PrincipalDirectory;
+  /** Console sessions (cookie sign-in); absent: bearer tokens only. */
+  readonly webSessions?: WebSessionLookup | undefined;
   readonly grantTtlMs: number;
   /** Largest accepted request body in bytes (default 64 KiB). */
   readonly maxBodyBytes?: number;
@@ -42,7 +44,7 @@ export function gateApi(opts: GateApiOptions): RouteHandler {
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'v1' || parts[1] !== 'gates') return false;
 
-    const principal = authenticateRequest(req, res, opts.principals());
+    const principal = await authenticateRequest(req, res, opts.principals(), opts.webSessions);
     if (!principal) return true;
     try {
       refuseBadQueryText(url.searchParams);

@@ -10,6 +10,9 @@
  * Each decision is its own row bound to the digest it was given on. One principal holding
  * several roles may answer several decisions; each answer is one request and one row.
  *
+ * Session control (seed 004 §11.1): a verdict acts on the gate's case, so once an operator
+ * operates that case, any other principal is refused 403 `not_controller` (nothing recorded).
+ *
  * A consent gate (K3: one exact egress read, its digest that of the call) goes through the same
  * checks and decision row; its verdict issues no grant and wakes the task parked on it directly.
  */
@@ -18,6 +21,7 @@ import type { GateState, Verdict } from '@everdict/contracts';
 import { seesCustomer } from '@everdict/http-api';
 import type { Principal } from '@everdict/http-api';
 import {
+  checkControlIfAny,
   closeGateAs,
   consentOfGate,
   enqueuePlatformMessage,
@@ -32,6 +36,7 @@ import {
   wakeTask,
 } from '@everdict/store';
 import type { GateRow, Store, UnitOfWork } from '@everdict/store';
+import { SPAN, withSpan } from '@everdict/tracing';
 import { pendingDecisions } from './policy.js';
 import { GATE_SERVICE } from './requests.js';
 
@@ -47,7 +52,7 @@ interface VerdictInput {
 interface DecideRefusal {
   readonly ok: false;
   readonly status: 403 | 404 | 409 | 422;
-  readonly error: 'gate_not_found' | 'unknown_decision' | 'role_required' | 'digest_mismatch' | 'gate_not_open' | 'gate_expired' | 'already_decided';
+  readonly error: 'gate_not_found' | 'unknown_decision' | 'role_required' | 'not_controller' | 'digest_mismatch' | 'gate_not_open' | 'gate_expired' | 'already_decided';
   readonly message: string;
   readonly field?: string;
 }
@@ -79,6 +84,9 @@ async function decideInUnit(uow: UnitOfWork, principal: Principal, input: Verdic
   const required = gate.required_decisions.find((d) => d.decision === input.decision);
   if (!required) return refuse(422, 'unknown_decision', `gate ${gate.id} does not need decision ${input.decision}`, 'decision');
   if (!principal.roles.includes(required.role)) return refuse(403, 'role_required', `decision ${input.decision} needs role ${required.role}`, 'decision');
+  // Session control (seed 004 §11.1): once an operator operates the case, only it acts on it.
+  const control = await checkControlIfAny(uow, gate.case_id, principal.id);
+  if (!control.ok) return refuse(403, 'not_controller', `the case is operated by ${control.controller}; a principal with the role operator may take the session over`);
   if (input.digest !== gate.packet_digest) return refuse(409, 'digest_mismatch', 'the digest is not the digest of this gate\'s packet; nothing was recorded', 'digest');
 
   const prior = (await loadDecisions(uow, [gate.id])).find((d) => d.decision === input.decision);
@@ -117,7 +125,7 @@ async function decideInUnit(uow: UnitOfWork, principal: Principal, input: Verdic
     const reason = `${input.decision} rejected by ${principal.id}${input.reason ? `: ${input.reason}` : ''}`.slice(0, 2000);
     await closeGateAs(uow, gate.id, 'rejected', reason);
     await uow.appendLedger(gate.case_id, { kind: 'gate_rejected', body: { gateId: gate.id, packetDigest: gate.packet_digest, reason } });
-    await enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, { gateId: gate.id, taskId: gate.task_id, packetDigest: gate.packet_digest, outcome: 'rejected', reason });
+    await waitedFor(gate, 'rejected', () => enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, { gateId: gate.id, taskId: gate.task_id, packetDigest: gate.packet_digest, outcome: 'rejected', reason }));
     return accepted(201, gate, input, 'rejected', [], undefined);
   }
 
@@ -128,14 +136,16 @@ async function decideInUnit(uow: UnitOfWork, principal: Principal, input: Verdic
   await closeGateAs(uow, gate.id, 'approved', null);
   const expiresAt = grant.expires_at.toISOString();
   await uow.appendLedger(gate.case_id, { kind: 'grant_issued', body: { gateId: gate.id, grantId: grant.id, packetDigest: gate.packet_digest, expiresAt } });
-  await enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, {
-    gateId: gate.id,
-    taskId: gate.task_id,
-    packetDigest: gate.packet_digest,
-    outcome: 'approved',
-    grantId: grant.id,
-    expiresAt,
-  });
+  await waitedFor(gate, 'approved', () =>
+    enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, {
+      gateId: gate.id,
+      taskId: gate.task_id,
+      packetDigest: gate.packet_digest,
+      outcome: 'approved',
+      grantId: grant.id,
+      expiresAt,
+    }),
+  );
   return accepted(201, gate, input, 'approved', [], grant);
 }
 
@@ -158,6 +168,15 @@ async function closeConsent(uow: UnitOfWork, gate: GateRow, input: VerdictInput,
   return accepted(201, gate, input, state, [], undefined);
 }
 
+/**
+ * The gate's wait — from its request (`created_at`) to the decision closing it now — as a span
+ * under the trace the gate was requested in; `fn` (the `gate.decided` enqueue) runs inside it,
+ * so the approval and the effect it leads to continue that trace, not the HTTP request's.
+ */
+function waitedFor<T>(gate: Pick<GateRow, 'id' | 'case_id' | 'task_id' | 'created_at' | 'traceparent'>, outcome: string, fn: () => Promise<T>): Promise<T> {
+  return withSpan(SPAN.gateWait, { parent: gate.traceparent, startTime: gate.created_at, attributes: { 'gate.id': gate.id, 'case.id': gate.case_id, 'task.id': gate.task_id, outcome } }, fn);
+}
+
 async function stillPending(uow: UnitOfWork, gate: GateRow): Promise<string[]> {
   return pendingDecisions(gate.required_decisions, await loadDecisions(uow, [gate.id]), gate.packet_digest).map((d) => d.decision);
 }
@@ -176,11 +195,11 @@ function accepted(status: 200 | 201, gate: GateRow, input: VerdictInput, gateSta
 }
 
 /** Expires an open gate found past its expiry and tells the agent. */
-async function expireGate(uow: UnitOfWork, gate: Pick<GateRow, 'id' | 'case_id' | 'task_id' | 'packet_digest'>): Promise<void> {
+async function expireGate(uow: UnitOfWork, gate: Pick<GateRow, 'id' | 'case_id' | 'task_id' | 'packet_digest' | 'created_at' | 'traceparent'>): Promise<void> {
   const reason = 'the gate expired before every decision was given';
   if (!(await closeGateAs(uow, gate.id, 'expired', reason))) return;
   await uow.appendLedger(gate.case_id, { kind: 'gate_expired', body: { gateId: gate.id, packetDigest: gate.packet_digest } });
-  await enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, { gateId: gate.id, taskId: gate.task_id, packetDigest: gate.packet_digest, outcome: 'expired', reason });
+  await waitedFor(gate, 'expired', () => enqueuePlatformMessage(uow, GATE_SERVICE, 'gate.decided', gate.case_id, { gateId: gate.id, taskId: gate.task_id, packetDigest: gate.packet_digest, outcome: 'expired', reason }));
 }
 
 type RevokeResult =

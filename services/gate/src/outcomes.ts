@@ -11,7 +11,7 @@
  * Session control (seed 004 §11.1): when the case has a controller, only it records (403
  * `not_controller` naming it otherwise); a case nobody operates takes any such role holder.
  */
-import type { Principal, PrincipalDirectory } from '@everdict/http-api';
+import type { Principal, PrincipalDirectory, WebSessionLookup } from '@everdict/http-api';
 import { RequestError, authenticateRequest, readJsonObject, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
 import { isOneOf, isUuid, newId, systemClock } from '@everdict/contracts';
 import type { RouteHandler } from '@everdict/service-kit';
@@ -21,6 +21,8 @@ import type { GateRow, OperatorOutcome, Store } from '@everdict/store';
 interface OutcomeApiOptions {
   readonly store: Store;
   readonly principals: () => PrincipalDirectory;
+  /** Console sessions (cookie sign-in); absent: bearer tokens only. */
+  readonly webSessions?: WebSessionLookup | undefined;
   readonly maxBodyBytes?: number;
 }
 
@@ -47,7 +49,7 @@ export function outcomeApi(opts: OutcomeApiOptions): RouteHandler {
     const url = new URL(req.url ?? '/', 'http://gate.invalid');
     const parts = url.pathname.split('/').filter(Boolean);
     if (parts[0] !== 'v1' || parts[1] !== 'effects') return false;
-    const principal = authenticateRequest(req, res, opts.principals());
+    const principal = await authenticateRequest(req, res, opts.principals(), opts.webSessions);
     if (!principal) return true;
     try {
       if (parts.length !== 4 || parts[3] !== 'outcome') return (sendError(res, 404, 'not_found', 'no such route'), true);

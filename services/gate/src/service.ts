@@ -9,6 +9,7 @@ import type { Substrate } from '@everdict/host';
 import { PrincipalDirectory } from '@everdict/http-api';
 import { busMetricsSink } from '@everdict/service-kit';
 import type { ServiceContext } from '@everdict/service-kit';
+import { webSessionLookup } from '@everdict/store';
 import { gateApi } from './api.js';
 import { outcomeApi } from './outcomes.js';
 import { GATE_SERVICE, gateRequestedHandler } from './requests.js';
@@ -35,8 +36,10 @@ export async function startGate(ctx: ServiceContext, substrate: Substrate, fleet
   let principals = new PrincipalDirectory(fleet.principals);
   const grantTtlMs = opts.grantTtlMs ?? DEFAULT_GRANT_TTL_MS;
 
-  ctx.addRoutes(gateApi({ store: substrate.store, principals: () => principals, grantTtlMs }));
-  ctx.addRoutes(outcomeApi({ store: substrate.store, principals: () => principals }));
+  // The console's cookie sessions authenticate here too: one sign-in for the node's whole port.
+  const webSessions = webSessionLookup(substrate.store.db);
+  ctx.addRoutes(gateApi({ store: substrate.store, principals: () => principals, webSessions, grantTtlMs }));
+  ctx.addRoutes(outcomeApi({ store: substrate.store, principals: () => principals, webSessions }));
   const consumer = await startInboxConsumer({
     store: substrate.store,
     transport: substrate.transport,

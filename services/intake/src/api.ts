@@ -3,9 +3,13 @@
  *
  *   POST /v1/cases                    {caseType, title, objective?, material?, customer?, originKey?}
  *                                     → 201 {caseId, created: true, rootTaskId} | 200 {caseId, created: false}
- *   GET  /v1/cases?state=&limit=&before=   the principal's cases, newest first (`next` pages on)
- *   GET  /v1/cases/:id                state, task tree, plan steps, gates, questions
+ *   GET  /v1/cases?state=&customer=&parkReason=&origin=&q=&limit=&before=
+ *                                     the principal's cases, newest first (`next` pages on)
+ *   GET  /v1/cases/:id                state, task tree, plans, gates (with roles), questions, papers, costs, session
  *   GET  /v1/cases/:id/ledger?after=SEQ&limit=N
+ *   GET  /v1/cases/:id/ledger/stream?after=SEQ   the live ledger as Server-Sent Events (ledgerStream.ts)
+ *   POST|GET|DELETE /v1/session       console sign-in with a bearer token → session cookie (webSession.ts)
+ *   GET  /v1/exceptions, POST /v1/dead-letters/:id/replay   (role `operator`; exceptions.ts)
  *   POST /v1/cases/:id/cancel         {"mode": "hard"|"soft", "reason"?}
  *   POST /v1/cases/:id/resume         {"reason"?}  lift a soft stop (role `operator`; operatorControls.ts)
  *   POST /v1/cases/:id/top-up         {"budget": {…}, "taskId"?, "reason"?}  (role `operator`)
@@ -18,7 +22,8 @@
  *   GET|POST /v1/fleet/stop, POST /v1/fleet/resume   the fleet-wide stop (role `operator`; fleetStop.ts)
  *
  * Authentication: `Authorization: Bearer <token>`, hashed and looked up in the fleet config's
- * principals (@everdict/http-api's PrincipalDirectory: one implementation for the whole surface).
+ * principals, or the console's session cookie with X-CSRF-Token on mutations (@everdict/http-api's
+ * authenticateRequest: one implementation for the whole surface).
  * Ownership: a principal's `customers` (absent = every customer) bounds every read and write;
  * a case, ledger or question of another customer is "not found" (404), never "forbidden", so
  * its existence does not leak. Webhooks authenticate by their HMAC signature instead of a
@@ -31,11 +36,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CANCEL_MODES, CASE_STATES, canonicalJson, isEverdictError, isOneOf, isUuid, sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import { RequestError, authenticateRequest, integerParam, readJsonObject, refuseBadQueryText, readRawBody, seesCustomer, sendError, sendJson, sendRequestError } from '@everdict/http-api';
-import type { Principal, PrincipalDirectory } from '@everdict/http-api';
+import type { Principal, PrincipalDirectory, WebSessionLookup } from '@everdict/http-api';
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
 import type { RouteHandler } from '@everdict/service-kit';
-import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadQuestion, loadSession, rootTaskOf, setSessionState, stopCase, verifyCaseLedger } from '@everdict/store';
+import { enqueuePlatformMessage, fleetCounts, listCasesFiltered, loadCase, loadCaseDetail, loadCaseGateRoles, loadCasePapers, loadLeaseHolders, loadQuestion, loadSession, rootTaskOf, setSessionState, stopCase, verifyCaseLedger } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
@@ -43,6 +48,11 @@ import { fleetStopRoute, fleetStopsView, sendFleetStopped } from './fleetStop.js
 import { resumeCase, topUpCase } from './operatorControls.js';
 import { closeRoute, loadNotifications } from './channels.js';
 import { caseStateFilter, caseView, ledgerView, listView } from './views.js';
+import { exceptionsRoute, replayRoute } from './exceptions.js';
+import type { DeadLetterBroker } from './exceptions.js';
+import { streamCursor, streamLedger } from './ledgerStream.js';
+import type { LedgerFeed, LedgerStreamTiming } from './ledgerStream.js';
+import { webSessionRoute } from './webSession.js';
 import { NotController, operateAs, sendNotController, sessionView, takeoverRoute } from './sessions.js';
 
 export interface QueueDepth {
@@ -64,6 +74,17 @@ interface IntakeApiOptions {
   readonly queueDepths?: (() => Promise<QueueDepth[]>) | undefined;
   /** Largest accepted JSON body in bytes (default 256 KiB). Webhooks use their source's limit. */
   readonly maxBodyBytes?: number;
+  /** Console sessions (absent: bearer tokens only, and /v1/session answers 404). */
+  readonly webSessions?: WebSessionLookup | undefined;
+  /** Lifetime of a new console session in ms (default 12 h). */
+  readonly webSessionTtlMs?: number | undefined;
+  /** Wakes live ledger streams (absent: /v1/cases/:id/ledger/stream answers 404). */
+  readonly ledgerFeed?: LedgerFeed | undefined;
+  readonly ledgerStreamTiming?: LedgerStreamTiming | undefined;
+  /** Aborted at shutdown: open streams end. */
+  readonly signal?: AbortSignal | undefined;
+  /** Dead letters for /v1/exceptions and replay (absent: reported unavailable). */
+  readonly deadLetters?: DeadLetterBroker | undefined;
 }
 
 /** The role `GET /v1/fleet` needs. */
@@ -80,16 +101,20 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
   return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://intake.invalid');
     const parts = url.pathname.split('/').filter(Boolean);
-    if (parts[0] !== 'v1' || !['cases', 'questions', 'intake', 'fleet'].includes(parts[1] ?? '')) return false;
+    if (parts[0] !== 'v1' || !['cases', 'questions', 'intake', 'fleet', 'session', 'exceptions', 'dead-letters'].includes(parts[1] ?? '')) return false;
     try {
       refuseBadQueryText(url.searchParams);
+      if (parts[1] === 'session') {
+        if (parts.length !== 2 || !opts.webSessions) return (sendError(res, 404, 'not_found', 'no such route'), true);
+        return await webSessionRoute({ store: opts.store, principals: opts.principals, sessions: opts.webSessions, maxBodyBytes: maxBody, ...(opts.webSessionTtlMs ? { ttlMs: opts.webSessionTtlMs } : {}) }, req, res);
+      }
       if (parts[1] === 'intake') {
         if (parts.length !== 3) return (sendError(res, 404, 'not_found', 'no such route'), true);
         if (req.method !== 'POST') return (sendError(res, 405, 'method_not_allowed', `${req.method ?? ''} is not allowed here`), true);
         await webhook(opts, parts[2]!, req, res);
         return true;
       }
-      const principal = authenticateRequest(req, res, opts.principals());
+      const principal = await authenticateRequest(req, res, opts.principals(), opts.webSessions);
       if (!principal) return true;
       await route(opts, maxBody, principal, parts, url, req, res);
       return true;
@@ -112,6 +137,22 @@ export function intakeApi(opts: IntakeApiOptions): RouteHandler {
 async function route(opts: IntakeApiOptions, maxBody: number, principal: Principal, parts: string[], url: URL, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const m = req.method ?? '';
   const [, group, id, sub] = parts;
+  if (group === 'exceptions' && parts.length === 2) {
+    if (m !== 'GET') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    return exceptionsRoute({ store: opts.store, broker: opts.deadLetters }, principal, res);
+  }
+  if (group === 'dead-letters' && id !== undefined && sub === 'replay' && parts.length === 4) {
+    if (m !== 'POST') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    return replayRoute({ store: opts.store, broker: opts.deadLetters }, principal, decodeURIComponent(id), res);
+  }
+  if (group === 'exceptions' || group === 'dead-letters') return sendError(res, 404, 'not_found', 'no such route');
+  if (group === 'cases' && id !== undefined && sub === 'ledger' && parts[4] === 'stream' && parts.length === 5 && opts.ledgerFeed) {
+    if (m !== 'GET') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
+    const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
+    if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
+    const after = streamCursor(url, req.headers['last-event-id']);
+    return streamLedger(req, res, { store: opts.store, feed: opts.ledgerFeed, caseId: row.id, after, signal: opts.signal ?? new AbortController().signal, ...(opts.ledgerStreamTiming ? { timing: opts.ledgerStreamTiming } : {}) });
+  }
   if (group === 'fleet' && parts.length === 2) {
     if (m !== 'GET') return sendError(res, 405, 'method_not_allowed', `${m} is not allowed here`);
     return fleet(opts, principal, res);
@@ -148,8 +189,14 @@ async function route(opts: IntakeApiOptions, maxBody: number, principal: Princip
     const row = isUuid(id) ? await loadCase(opts.store.db, id) : undefined;
     if (!row || !seesCustomer(principal, row.customer)) return sendError(res, 404, 'case_not_found', 'no such case');
     if (sub === undefined) {
-      const [detail, session, notifications] = await Promise.all([loadCaseDetail(opts.store.db, row.id), loadSession(opts.store.db, row.id), loadNotifications(opts.store.db, row.id)]);
-      return sendJson(res, 200, { ...caseView(row, detail), session: sessionView(row, session), notifications });
+      const [detail, session, notifications, papers, gateRoles] = await Promise.all([
+        loadCaseDetail(opts.store.db, row.id),
+        loadSession(opts.store.db, row.id),
+        loadNotifications(opts.store.db, row.id),
+        loadCasePapers(opts.store.db, row.id),
+        loadCaseGateRoles(opts.store.db, row.id),
+      ]);
+      return sendJson(res, 200, { ...caseView(row, detail, { papers, gateRoles }), session: sessionView(row, session), notifications });
     }
     if (sub === 'ledger') return ledger(opts, row, url, res);
     if (sub === 'resume') return resumeCase(opts.store, principal, row, await readJsonObject(req, maxBody), res);
@@ -224,9 +271,21 @@ async function listCasesRoute(opts: IntakeApiOptions, principal: Principal, url:
   if (state === undefined) throw new RequestError(400, 'invalid_query', `state must be one of ${CASE_STATES.join(', ')}`, 'state');
   const beforeId = url.searchParams.get('before');
   if (beforeId !== null && !isUuid(beforeId)) throw new RequestError(400, 'invalid_query', 'before must be a `next` value of an earlier page', 'before');
+  const customer = textFilter(url, 'customer', 200);
+  const parkReason = textFilter(url, 'parkReason', 64);
+  const origin = textFilter(url, 'origin', 400);
+  const text = textFilter(url, 'q', 200);
   // A cursor naming a case the principal may not see pages nothing of it: the filter still applies.
-  const rows = await listCases(opts.store.db, { customers: principal.customers, limit, beforeId, state });
+  const rows = await listCasesFiltered(opts.store.db, { customers: principal.customers, limit, beforeId, state, customer, parkReason, origin, text });
   sendJson(res, 200, listView(rows, limit));
+}
+
+/** An optional text filter of the case list: null when absent or empty, 400 naming it when too long. */
+function textFilter(url: URL, name: string, max: number): string | null {
+  const v = url.searchParams.get(name);
+  if (v === null || v === '') return null;
+  if (v.length > max) throw new RequestError(400, 'invalid_query', `${name} must be at most ${max} characters`, name);
+  return v;
 }
 
 async function ledger(opts: IntakeApiOptions, row: CaseRow, url: URL, res: ServerResponse): Promise<void> {
@@ -238,8 +297,17 @@ async function ledger(opts: IntakeApiOptions, row: CaseRow, url: URL, res: Serve
 
 async function fleet(opts: IntakeApiOptions, principal: Principal, res: ServerResponse): Promise<void> {
   if (!principal.roles.includes(OPERATOR_ROLE)) return sendError(res, 403, 'forbidden', `the fleet view needs the role ${OPERATOR_ROLE}`);
-  const [counts, outbox, queues, stops] = await Promise.all([fleetCounts(opts.store.db), opts.store.outboxLag(), opts.queueDepths ? opts.queueDepths() : Promise.resolve([]), fleetStopsView(opts.store.db)]);
-  sendJson(res, 200, { tasks: counts.tasks, parked: counts.parked, outbox, queues, stops });
+  const [counts, outbox, queues, stops, leases] = await Promise.all([
+    fleetCounts(opts.store.db),
+    opts.store.outboxLag(),
+    opts.queueDepths ? opts.queueDepths() : Promise.resolve([]),
+    fleetStopsView(opts.store.db),
+    loadLeaseHolders(opts.store.db),
+  ]);
+  // Liveness without a registry: a queue's consumers are its live subscribers, and a worker
+  // holding an unexpired task lease is running turns right now.
+  const workers = leases.map((l) => ({ owner: l.owner, runningTasks: l.tasks, leaseUntil: l.until.toISOString() }));
+  sendJson(res, 200, { tasks: counts.tasks, parked: counts.parked, outbox, queues, stops, workers });
 }
 
 // ------------------------------------------------------------------------------- writes

@@ -23,8 +23,10 @@
  *   stored   an API case (and a schedule case, or a webhook source without `replyUrl`): a
  *            stored notification, shown in the case view; the row is the delivery.
  *
- * Closing (`closeCase`): only the customer closes — here the principal that opened the case
- * through the API, confirming a resolved case. Never the platform.
+ * Closing: only the customer closes a resolved case, never the platform — the principal that
+ * opened it through the API (`closeCase`), or the customer through the channel (threading.ts):
+ * a reply mail whose first line is CLOSE, or the ticket closed (a webhook whose event says
+ * `closed`). The answer a mail or webhook customer receives ends with how (`closingHint`).
  */
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
@@ -38,7 +40,7 @@ import { refreshCaseState } from '@everdict/store';
 import type { Queryable, Store, UnitOfWork } from '@everdict/store';
 import type { IntakeMailbox } from './mailboxes.js';
 import type { IntakeWebhookSource } from './sources.js';
-import { recordSentMessageId } from './threading.js';
+import { markCaseClosed, recordSentMessageId } from './threading.js';
 
 /** Largest answer text a notification carries. */
 const MAX_TEXT = 16000;
@@ -69,6 +71,13 @@ export function mailOrigin(originKey: string): string | undefined {
 /** The reply's Message-ID: one per root task, so a retried delivery is the same message. */
 export function replyMessageId(rootTaskId: string): string {
   return `told.${rootTaskId}@${PLATFORM_MAIL_DOMAIN}`;
+}
+
+/** What the customer is told about closing, under the answer (mail and ticket comment only). */
+export function closingHint(channel: Channel): string | null {
+  if (channel === 'mail') return 'Reply CLOSE to close this case. Any other reply reopens it with your message.';
+  if (channel === 'webhook') return 'Close the ticket to close this case. Any other comment reopens it with your message.';
+  return null;
 }
 
 /** Header values cannot carry line breaks (a header injection); everything else is kept. */
@@ -245,9 +254,11 @@ export class CustomerChannels {
       if (locked.rows[0]?.ok !== true) return false;
       const p = await loadPending(uow, caseId);
       if (!p) return false;
-      const text = await answerText(uow, caseId, p.root_task_id);
       const hook = p.source === 'webhook' && p.origin_key ? this.deps.webhooks?.find((w) => w.name === webhookOrigin(p.origin_key!)) : undefined;
       const channel = channelFor(p.source ?? 'api', hook?.replyUrl !== undefined);
+      const answer = await answerText(uow, caseId, p.root_task_id);
+      const hint = closingHint(channel);
+      const text = hint === null ? answer : `${answer}\n\n-- \n${hint}`;
       let messageId: string;
       if (channel === 'mail') {
         const origin = p.origin_key ? mailOrigin(p.origin_key) : undefined;
@@ -300,9 +311,7 @@ export async function closeCase(store: Store, caseId: string, principal: string)
     if ((await requesterOf(uow, caseId)) !== principal) return { closed: false, code: 'not_requester', state: row.state };
     if (row.state === 'closed') return { closed: true, state: 'closed' };
     if (row.state !== 'resolved') return { closed: false, code: 'not_resolved', state: row.state };
-    await uow.query({ text: `UPDATE cases SET closed_at = now(), closed_by = $2, row_version = row_version + 1, updated_at = now() WHERE id = $1`, values: [caseId, principal] });
-    await uow.appendLedger(caseId, { kind: 'case_closed', body: { by: principal, channel: 'api' } });
-    await refreshCaseState(uow, caseId, { cause: 'customer_closed' });
+    await markCaseClosed(uow, caseId, principal, 'api');
     return { closed: true, state: 'closed' };
   });
 }

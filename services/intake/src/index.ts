@@ -15,4 +15,5 @@ export * from './sources.js';
 export * from './cron.js';
 export * from './scheduler.js';
 export * from './service.js';
+export * from './ui.js';
 export * from './env.js';

@@ -11,6 +11,7 @@ import type { ArrivalSink, NormalisedArrival, OpenedCase } from '@everdict/intak
 import { storableText } from '@everdict/http-api';
 import { admitNewCase, enqueuePlatformMessage } from '@everdict/store';
 import type { Store } from '@everdict/store';
+import { SPAN, withSpan } from '@everdict/tracing';
 import { recordOpeningArrival, threadArrival } from './threading.js';
 
 export const INTAKE_SERVICE = 'intake';
@@ -49,6 +50,15 @@ export async function openCase(store: Store, fleet: FleetConfig, o: CaseOpening)
   // NULs and lone surrogates become U+FFFD (the case API refuses them with 400 before this).
   const a = { ...o.arrival, title: storableText(o.arrival.title), body: storableText(o.arrival.body) };
   const objective = { text: a.body.length > 0 ? `${a.title}\n\n${a.body}` : a.title };
+  // The case's trace starts here (ids and the source's configured name only, never its text).
+  return withSpan(SPAN.arrival, { attributes: { source: a.source } }, async (span) => {
+    const opened = await openInUnit(store, o, plan, a, objective);
+    span.set({ 'case.id': opened.caseId, 'task.id': opened.rootTaskId, outcome: opened.created ? 'opened' : 'duplicate' });
+    return opened;
+  });
+}
+
+async function openInUnit(store: Store, o: CaseOpening, plan: ReturnType<typeof rootTaskPlan>, a: NormalisedArrival, objective: { text: string }): Promise<OpenedWithTask> {
   return store.unitOfWork(async (uow) => {
     // Every source opens through here: a fleet soft stop refuses them all alike.
     await admitNewCase(uow);

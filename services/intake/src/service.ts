@@ -11,13 +11,16 @@ import { PrincipalDirectory } from '@everdict/http-api';
 import { DEFAULT_WEBHOOK_MAX_BODY_BYTES, createWebhookHandler } from '@everdict/intake-sources';
 import type { ArrivalSink, MailboxMonitorOptions } from '@everdict/intake-sources';
 import type { ServiceContext } from '@everdict/service-kit';
-import { loadFleetStops } from '@everdict/store';
+import { loadFleetStops, pruneWebSessions, webSessionLookup } from '@everdict/store';
 import { intakeApi } from './api.js';
 import { CustomerChannels } from './channels.js';
 import { MailboxSupervisor } from './mailboxes.js';
 import { intakeMetrics } from './metrics.js';
 import { caseSink } from './open.js';
 import { queueDepthProbe } from './queues.js';
+import { DeadLetterBroker } from './exceptions.js';
+import { LedgerFeed } from './ledgerStream.js';
+import { consoleUi } from './ui.js';
 import { Scheduler } from './scheduler.js';
 import type { IntakeSources } from './sources.js';
 
@@ -85,8 +88,39 @@ export async function startIntake(ctx: ServiceContext, substrate: Substrate, fle
   const probe = opts.amqpUrl ? queueDepthProbe(opts.amqpUrl, substrate.transport.topology) : undefined;
   if (probe) ctx.onShutdown('queue depth probe', () => probe.close());
 
+  // The operator console (issue 14): live ledger streams wake on one LISTEN per process; without
+  // it they still advance on their poll. Dead letters are read from the broker's .dead queues.
+  const ledgerFeed = new LedgerFeed();
+  try {
+    await ledgerFeed.start(substrate.store.db);
+    ctx.onShutdown('ledger feed', () => ledgerFeed.stop());
+  } catch (err) {
+    ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'ledger LISTEN unavailable; live ledger streams poll');
+  }
+  const deadLetters = opts.amqpUrl ? new DeadLetterBroker(opts.amqpUrl, substrate.transport.topology) : undefined;
+  if (deadLetters) ctx.onShutdown('dead-letter broker', () => deadLetters.close());
+  const pruning = setInterval(() => void pruneWebSessions(substrate.store.db).catch(() => undefined), 3_600_000);
+  pruning.unref();
+  ctx.onShutdown('web session pruning', () => clearInterval(pruning));
+
   const limits = new Map(sources.webhooks.map((w) => [w.name, w.maxBodyBytes ?? DEFAULT_WEBHOOK_MAX_BODY_BYTES]));
-  ctx.addRoutes(intakeApi({ store: substrate.store, fleet: () => current, principals: () => principals, metrics, webhooks, webhookBodyLimit: (name) => limits.get(name), queueDepths: probe?.depths, ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}) }));
+  ctx.addRoutes(
+    intakeApi({
+      store: substrate.store,
+      fleet: () => current,
+      principals: () => principals,
+      metrics,
+      webhooks,
+      webhookBodyLimit: (name) => limits.get(name),
+      queueDepths: probe?.depths,
+      ...(opts.maxBodyBytes ? { maxBodyBytes: opts.maxBodyBytes } : {}),
+      webSessions: webSessionLookup(substrate.store.db),
+      ledgerFeed,
+      signal: ctx.signal,
+      deadLetters,
+    }),
+  );
+  ctx.addRoutes(consoleUi());
 
   let supervisor: MailboxSupervisor | undefined;
   if (sources.mailboxes.length > 0) {

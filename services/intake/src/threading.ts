@@ -13,8 +13,19 @@
  *                                          answer the customer was sent as context; the close
  *                                          is cleared, a `case_reopened` ledger record names
  *                                          both roots, and the state is re-derived (running);
+ *   the case resolved and the input the  → the input CLOSES it (the customer's explicit
+ *   customer's closure (customerClosure)   confirmation, seed 004 §11.1): closed_at/closed_by,
+ *                                          a `case_closed` ledger record naming the channel,
+ *                                          the state re-derived (closed); a closure of a case
+ *                                          already closed changes nothing;
  *   otherwise                            → the input is a note for the root task, read at its
  *                                          next turn.
+ *
+ * A closure is a reply mail whose first line of its own (not quoted, not blank) is one of
+ * CLOSE_WORDS — the reply the customer was sent says so — or a ticket webhook whose event
+ * (the mapping's `event` field, GitHub's `issues.<action>`) says `closed`. Any other input to a
+ * resolved case reopens it, as before; a closure of a case not resolved is appended like any
+ * input (the agent is told; withdrawal is a cancel, not a close).
  *
  * Every input is recorded in `case_inputs` under its input key in the unit of work that
  * applies it, so a redelivery (mail sources and webhooks deliver at least once) applies
@@ -65,6 +76,20 @@ export function replyText(a: Pick<NormalisedArrival, 'title' | 'body'>): string 
   const text = kept.join('\n').trim();
   // Re-cleaned after the cut: a cut through a surrogate pair leaves a lone half.
   return storableText((text.length > 0 ? text : storableText(a.title)).slice(0, MAX_ANSWER_CHARS));
+}
+
+/** A reply's first own line that confirms the case may close (case-insensitive, trailing punctuation ignored). */
+export const CLOSE_WORDS: readonly string[] = ['close', 'closed', 'confirm', 'confirmed'];
+
+/** Pure: the channel by which the arrival is the customer's closure of its case, or null when it is not one. */
+export function customerClosure(a: Pick<NormalisedArrival, 'body' | 'raw'>): 'mail' | 'webhook' | null {
+  if (a.raw.kind === 'webhook') return a.raw.event !== undefined && /(?:^|[.:/_ -])closed$/i.test(a.raw.event.trim()) ? 'webhook' : null;
+  if (a.raw.kind !== 'imap') return null;
+  const first = storableText(a.body)
+    .split(/\r?\n/)
+    .find((l) => !/^\s*>/.test(l) && l.trim().length > 0);
+  if (first === undefined) return null;
+  return CLOSE_WORDS.includes(first.trim().replace(/[.!\s]+$/, '').toLowerCase()) ? 'mail' : null;
 }
 
 /** Who answered, as a principal-shaped id: the channel and the case's customer (never an address). */
@@ -119,7 +144,7 @@ async function lockCase(uow: UnitOfWork, caseId: string): Promise<TargetRow | un
 }
 
 /** Records the input once; false when this input key was applied before (a redelivery). */
-async function recordInput(uow: UnitOfWork, caseId: string, a: NormalisedArrival, appliedAs: 'opened' | 'answered' | 'appended' | 'reopened', questionId: string | null): Promise<boolean> {
+async function recordInput(uow: UnitOfWork, caseId: string, a: NormalisedArrival, appliedAs: 'opened' | 'answered' | 'appended' | 'reopened' | 'closed', questionId: string | null): Promise<boolean> {
   const r = await uow.query({
     text: `INSERT INTO case_inputs (input_key, case_id, origin_key, source, applied_as, question_id) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (input_key) DO NOTHING`,
     values: [inputKey(a), caseId, a.originKey, a.source, appliedAs, questionId],
@@ -197,6 +222,17 @@ async function reopenCase(uow: UnitOfWork, target: TargetRow, a: NormalisedArriv
 }
 
 /**
+ * Closes a resolved case on its customer's word (the caller holds the ledger head and case row
+ * locks and has checked the state): who closed and by which channel, in the ledger; the state
+ * re-derived in the same unit of work.
+ */
+export async function markCaseClosed(uow: UnitOfWork, caseId: string, by: string, channel: 'api' | 'mail' | 'webhook', detail: Record<string, unknown> = {}): Promise<void> {
+  await uow.query({ text: `UPDATE cases SET closed_at = now(), closed_by = $2, row_version = row_version + 1, updated_at = now() WHERE id = $1`, values: [caseId, by] });
+  await uow.appendLedger(caseId, { kind: 'case_closed', body: { by, channel, ...detail } });
+  await refreshCaseState(uow, caseId, { cause: 'customer_closed' });
+}
+
+/**
  * Records the Message-ID of a mail sent for the case (a notification, a reply), in the unit of
  * work that sends it, so a reply to that mail threads into the case.
  */
@@ -231,10 +267,15 @@ export async function threadArrival(store: Store, a: NormalisedArrival, customer
     if (!target) return undefined;
     // The input key's row is written first: a redelivery (or a replica racing this one) finds
     // it taken and applies nothing.
-    const reopen = !question && reopens(target.state, target.state_reason);
-    if (!(await recordInput(uow, target.id, a, question ? 'answered' : reopen ? 'reopened' : 'appended', question?.questionId ?? null))) return { caseId: target.id, created: false };
+    const closure = question ? null : customerClosure(a);
+    const closes = closure !== null && (target.state === 'resolved' || target.state === 'closed');
+    const reopen = !question && !closes && reopens(target.state, target.state_reason);
+    if (!(await recordInput(uow, target.id, a, question ? 'answered' : closes ? 'closed' : reopen ? 'reopened' : 'appended', question?.questionId ?? null))) return { caseId: target.id, created: false };
     const ledgerBase = { source: a.source, originKey: a.originKey, receivedAt: a.receivedAt, attachments: a.attachments.length };
-    if (question) {
+    if (closes) {
+      // Closed already: the confirmation changes nothing (its input row is the record).
+      if (target.state === 'resolved') await markCaseClosed(uow, target.id, channelPrincipal(a.source, target.customer), closure, { source: a.source, originKey: a.originKey, receivedAt: a.receivedAt });
+    } else if (question) {
       const answeredBy = channelPrincipal(a.source, target.customer);
       const messageId = await enqueuePlatformMessage(uow, sender, 'question.answered', target.id, { questionId: question.questionId, taskId: question.taskId, answer: replyText(a), answeredBy });
       // Bodies and addresses stay out of the ledger: it names the input and what it did.

@@ -1,7 +1,7 @@
 /** What the API answers: pure projections of store rows (no I/O, no secrets, ISO timestamps). */
 import { addCosts, taskCost, ZERO_COST } from '@everdict/store';
 import { awaitingOperator, deadlineOf, plansView } from './plansView.js';
-import type { CaseDetail, CaseRow, CaseTaskRow, CostTotals, LedgerRow, TaskCostRow } from '@everdict/store';
+import type { CaseDetail, CasePaperRow, CaseRow, CaseTaskRow, CostTotals, GateRolesRow, LedgerRow, TaskCostRow } from '@everdict/store';
 import { CASE_STATES, isOneOf } from '@everdict/contracts';
 import type { CaseState } from '@everdict/contracts';
 
@@ -69,7 +69,30 @@ function caseSummary(c: CaseRow) {
   };
 }
 
-export function caseView(c: CaseRow, d: CaseDetail) {
+/** What the console reads besides the case detail: papers with provenance, gates' roles. */
+export interface CaseConsoleDetail {
+  readonly papers: readonly CasePaperRow[];
+  readonly gateRoles: readonly GateRolesRow[];
+}
+
+/** A paper as the console shows it: head revision and provenance, never its bytes. */
+export function paperView(p: CasePaperRow) {
+  return {
+    id: p.id,
+    kind: p.kind,
+    name: p.name,
+    revision: p.head_revision,
+    schemaId: p.schema_id,
+    contentHash: p.content_hash,
+    sizeBytes: p.size_bytes,
+    createdAt: p.created_at.toISOString(),
+    revisedAt: p.revised_at?.toISOString() ?? null,
+    provenance: { calls: p.calls, gates: p.gate_ids },
+  };
+}
+
+export function caseView(c: CaseRow, d: CaseDetail, extra: CaseConsoleDetail = { papers: [], gateRoles: [] }) {
+  const roles = new Map(extra.gateRoles.map((g) => [g.id, g]));
   const questions = d.questions.map((q) => ({
     id: q.id,
     taskId: q.task_id,
@@ -99,6 +122,11 @@ export function caseView(c: CaseRow, d: CaseDetail) {
       packetDigest: g.packet_digest,
       createdAt: g.created_at.toISOString(),
       decidedAt: g.decided_at?.toISOString() ?? null,
+      expiresAt: roles.get(g.id)?.expires_at?.toISOString() ?? null,
+      /** Each required decision with the role that may give it, and the decisions recorded so far. */
+      requiredDecisions: roles.get(g.id)?.required_decisions ?? [],
+      roles: [...new Set((roles.get(g.id)?.required_decisions ?? []).map((r) => r.role))],
+      decisions: roles.get(g.id)?.decisions ?? [],
       ...deadlineOf(d.deadlines, 'gate', g.id),
     })),
     /** Per task: every plan revision with its confirmation, and the current projection. */
@@ -106,6 +134,7 @@ export function caseView(c: CaseRow, d: CaseDetail) {
     awaitingOperator: awaitingOperator(d.deadlines),
     openQuestions: questions.filter((q) => q.open),
     questions,
+    papers: extra.papers.map(paperView),
   };
 }
 
@@ -116,10 +145,15 @@ export function listView(rows: readonly CaseRow[], limit: number) {
 }
 
 /** A page of the ledger; `next` (absent on the last page) is the `after` of the following page. */
+/** One ledger record as the API shows it (the page and the live stream alike). */
+export function ledgerEntryView(r: LedgerRow) {
+  return { seq: r.seq, recordId: r.record_id, kind: r.kind, body: r.body, prevHash: r.prev_hash, hash: r.hash, createdAt: r.created_at.toISOString() };
+}
+
 export function ledgerView(caseId: string, rows: readonly LedgerRow[], limit: number) {
   return {
     caseId,
-    entries: rows.map((r) => ({ seq: r.seq, recordId: r.record_id, kind: r.kind, body: r.body, prevHash: r.prev_hash, hash: r.hash, createdAt: r.created_at.toISOString() })),
+    entries: rows.map(ledgerEntryView),
     next: rows.length === limit ? (rows.at(-1)?.seq ?? null) : null,
   };
 }

@@ -23,6 +23,8 @@ import {
 } from './sweeps.js';
 import type { Backoff, Reconciled } from './whatLanded.js';
 import { reconcileDispatch } from './whatLanded.js';
+import { RetentionRunner } from './retention.js';
+import { SPAN, withSpan } from '@everdict/tracing';
 
 interface ReconcilerLogger {
   info(obj: object, msg: string): void;
@@ -60,9 +62,19 @@ export class ReconcilerLoop {
   private waiter: (() => void) | undefined;
   private woken = false;
   private unlisten: (() => Promise<void>) | undefined;
+  /** The fleet config in force: the one started with, then each SIGHUP reload's. */
+  private fleet: FleetConfig | undefined;
+  private readonly retention: RetentionRunner;
 
   constructor(private readonly o: ReconcilerLoopOptions) {
     this.owner = o.owner ?? `reconciler:${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
+    this.fleet = o.fleet;
+    this.retention = new RetentionRunner(o.store.db, () => this.fleet, (kind, rows) => o.metrics.retentionPruned(kind, rows), o.logger);
+  }
+
+  /** A reloaded fleet config: escalation rules and retention follow it from the next tick. */
+  replaceFleet(next: FleetConfig): void {
+    this.fleet = next;
   }
 
   async start(): Promise<void> {
@@ -77,6 +89,7 @@ export class ReconcilerLoop {
     this.running = false;
     this.wake();
     await this.done;
+    await this.retention.stop();
     await this.unlisten?.().catch(() => undefined);
   }
 
@@ -90,13 +103,15 @@ export class ReconcilerLoop {
     await this.step('abandon lapsed executions', () => abandonLapsedExecutions(this.o.store));
     await this.step('reconcile unknown outcomes', () => this.reconcileDue());
     await this.step('expire gates and grants', () => expireAuthority(this.o.store));
-    const fleet = this.o.fleet;
+    const fleet = this.fleet;
     if (fleet) await this.step('escalate deadlines', () => escalateDeadlines(this.o.store, fleet));
     await this.step('release expired leases', () => releaseExpiredLeases(this.o.store, this.o.metrics));
     await this.step('wake parked timers', () => wakeParkedTimers(this.o.store));
     await this.step('wake coordination waiters', () => wakeFreedWaiters(this.o.store));
     await this.step('release stale outbox claims', () => releaseStaleOutbox(this.o.store, this.o.outboxGraceMs ?? 60_000));
     await this.step('report gauges', () => reportGauges(this.o.store, this.o.metrics));
+    // In the background: a pass's batches and pauses never hold up the sweeps above.
+    await this.step('start retention', async () => this.retention.maybeStart());
   }
 
   private async loop(): Promise<void> {
@@ -132,10 +147,12 @@ export class ReconcilerLoop {
         backoff: this.o.backoff ?? { initialMs: 1_000, maxMs: 300_000 },
         maxAttempts: this.o.maxAttempts ?? 3,
       };
-      const results = await Promise.allSettled(rows.map((r) => reconcileDispatch(deps, r)));
+      // Each reconciliation continues the trace its dispatch row kept (the approval's).
+      const reconcile = (r: (typeof rows)[number]) => withSpan(SPAN.effectReconcile, { parent: r.traceparent, attributes: { 'grant.id': r.grant_id, 'case.id': r.case_id, 'task.id': r.task_id, 'call.id': r.call_id } }, () => reconcileDispatch(deps, r));
+      const results = await Promise.allSettled(rows.map(reconcile));
       results.forEach((r, i) => {
         if (r.status === 'fulfilled') counts[r.value]++;
-        else this.o.logger.error({ grantId: rows[i]!.grant_id, err: describe(r.reason) }, 'reconciliation failed; retried after the claim lapses');
+        else this.o.logger.error({ grantId: rows[i]!.grant_id, caseId: rows[i]!.case_id, taskId: rows[i]!.task_id, err: describe(r.reason) }, 'reconciliation failed; retried after the claim lapses');
       });
     } finally {
       clearInterval(renew);

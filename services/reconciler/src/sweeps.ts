@@ -18,6 +18,7 @@ import {
   markEscalated,
   notifyAtCommit,
   notifyEscalation,
+  openGateWaitTimes,
   parkForOperator,
   parkedTaskAges,
   releaseStaleOutboxClaims,
@@ -151,4 +152,5 @@ export async function reportGauges(store: Store, metrics: ReconcilerMetrics): Pr
   metrics.unknownOutcomes(await countUnknownEffectCalls(store.db));
   const ages = await parkedTaskAges(store.db);
   metrics.parkedOldest(ages.filter((a) => (PARK_REASONS as readonly string[]).includes(a.park_reason)));
+  metrics.openGates(await openGateWaitTimes(store.db));
 }

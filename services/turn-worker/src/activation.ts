@@ -19,6 +19,7 @@ import {
   versionDecision,
 } from '@everdict/store';
 import type { FenceToken, LedgerHead, NoteRow, StoredCall, TaskRow } from '@everdict/store';
+import { markMessagesDurable } from './canonical.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
@@ -28,6 +29,8 @@ import type { TaskRun, TurnEnv } from './turn.js';
 import type { AgentView, Catalog } from './catalog.js';
 import { changedVersions, decideVersions, versionsHash } from './versions.js';
 import type { Versions } from './versions.js';
+import { SPAN, withSpan } from '@everdict/tracing';
+import type { TraceContext } from '@everdict/tracing';
 
 export interface ActivationEnv extends TurnEnv {
   /** True once the process drains: the running turn finishes, then the task is released. */
@@ -37,6 +40,8 @@ export interface ActivationEnv extends TurnEnv {
 export interface Claim {
   readonly token: FenceToken;
   readonly task: TaskRow;
+  /** The trace of the delivery that made the claim; the activation's turns continue it. */
+  readonly trace?: TraceContext;
 }
 
 /** The objective text of a task row (`{text}` as the runtime writes it, else its JSON). */
@@ -95,6 +100,8 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     if (cp) {
       const decoded = decodeStatePaper(cp.bytes, task.id, cp.statePaperId);
       run = decoded.run;
+      // Reassembled from its blocks and verified: every block of this conversation is stored.
+      markMessagesDurable(task.id, run.messages);
       const { schema: _s, taskId: _t, caseId: _c, turn: _n, phase: _p, run: _r, ...rest } = decoded.doc;
       host = rest;
       context = { envelope: rest.context.envelope as ExecutionEnvelope, mode: (rest.context.mode as ExecutionMode | null) ?? null, depth: rest.context.depth, tools: rest.context.tools };
@@ -107,7 +114,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     if (err instanceof PaperMissing || err instanceof PaperCorrupt || err instanceof RestoreFailure) {
       const reason = err instanceof RestoreFailure ? err.reason : err instanceof PaperMissing ? 'paper_missing' : 'paper_corrupt';
       env.metrics.restoreFailure(reason);
-      env.logger.warn({ taskId: task.id, reason }, 'restore failed; parking the task');
+      env.logger.warn({ caseId: task.case_id, taskId: task.id, reason }, 'restore failed; parking the task');
       await parkWithoutTurn(env, claim, 'capability_gap', { kind: 'restore_failed', reason, error: err.message.slice(0, 300) });
       return null;
     }
@@ -124,7 +131,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   } catch (err) {
     const connector = unavailableConnector(err);
     if (connector === null) throw err;
-    env.logger.warn({ taskId: task.id, connector }, 'tool server unavailable; parking the task');
+    env.logger.warn({ caseId: task.case_id, taskId: task.id, connector }, 'tool server unavailable; parking the task');
     await parkDownWithoutTurn(env, claim, connector, err instanceof Error ? err.message : String(err));
     return null;
   }
@@ -204,8 +211,15 @@ export async function runActivation(env: ActivationEnv, claim: Claim, signal: Ab
       return;
     }
     const release = tr.turns + 1 >= env.catalog.settings.turnsPerActivation || env.draining();
-    const end = await durableTurn(env, tr, { signal, release });
+    const end = await withSpan(SPAN.turn, { attributes: { 'case.id': tr.task.case_id, 'task.id': tr.task.id, turn: tr.run.turn } }, async (span) => {
+      const ended = await durableTurn(env, tr, { signal, release });
+      span.set({ outcome: ended.ended ? ended.outcome : 'continued' });
+      return ended;
+    });
     if (end.ended) return;
+    // The turn's commit is durable and carried the blocks of the messages it checkpointed: the
+    // next turn's papers reference them and carry only what that turn appends.
+    if (tr.checkpointed) markMessagesDurable(tr.task.id, tr.run.messages);
   }
 }
 

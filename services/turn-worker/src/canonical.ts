@@ -5,9 +5,11 @@
  * every request of an agent. The result is byte-identical to `canonicalJson` of the whole
  * document (the unit tests compare them); only the work is not repeated every turn.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { canonicalJson } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest, RouteIdentity } from '@everdict/llm';
+import { documentHash, HistoryChain } from '@everdict/store';
+import type { HistoryItem } from '@everdict/store';
 
 const messageForms = new WeakMap<object, string>();
 const toolForms = new WeakMap<object, string>();
@@ -55,4 +57,85 @@ export function canonicalWithMessages<T extends { run: { messages: readonly Chat
   const at = shell.indexOf(`"${SENTINEL}"`);
   if (at < 0 || shell.indexOf(`"${SENTINEL}"`, at + 1) >= 0) return canonicalJson(doc);
   return shell.slice(0, at) + canonicalMessages(doc.run.messages) + shell.slice(at + SENTINEL.length + 2);
+}
+
+/**
+ * The conversation as content-addressed history (libs/store history.ts): each message's
+ * canonical bytes and link are computed once per process, and a request or state paper is a
+ * manifest around them. Scoped per task: a message object is only ever one task's.
+ */
+const conversation = new HistoryChain();
+const messageForm = (m: object) => canonicalJson(m);
+
+/** The history items of a task's message list (cached per message object). */
+export function messageItems(taskId: string, messages: readonly ChatMessage[]): HistoryItem[] {
+  return conversation.items(taskId, messages, messageForm);
+}
+
+/** Records that the blocks of `messages` are stored (restored from, or committed with, a checkpoint). */
+export function markMessagesDurable(taskId: string, messages: readonly ChatMessage[]): void {
+  conversation.markDurable(taskId, messages, messageForm);
+}
+
+/** A document split around its message list: `before + items.join(',') + after`, with its hash. */
+export interface SplicedDocument {
+  readonly before: string;
+  readonly items: readonly HistoryItem[];
+  readonly after: string;
+  readonly hash: string;
+}
+
+/**
+ * The journalled model request document `{ route, request }` split around its messages (the
+ * same bytes as `canonicalRequestDoc`), or null when the request has a field the splice does not
+ * know (the caller then stores it whole).
+ */
+export function requestDocument(taskId: string, route: RouteIdentity, request: ModelRequest, toolsOwner: object): SplicedDocument | null {
+  if (Object.keys(request).some((k) => !REQUEST_KEYS.has(k))) return null;
+  const max = request.maxOutputTokens === undefined ? '' : `"maxOutputTokens":${canonicalJson(request.maxOutputTokens)},`;
+  const before = `{"request":{${max}"messages":[`;
+  const after = `],"system":${canonicalJson(request.system)},"tools":${canonicalTools(toolsOwner, request.tools)}},"route":${canonicalJson(route)}}`;
+  const items = messageItems(taskId, request.messages);
+  return { before, items, after, hash: runningHash(before, request.messages, items, after) };
+}
+
+/**
+ * The running sha256 of a request's bytes up to its last message, kept on that message: the
+ * next turn's request starts with the same bytes (same `before`, same messages — the last
+ * message's link hash commits to the whole prefix), so its hash continues from there and only
+ * the appended messages and the suffix are hashed.
+ */
+const runningHashes = new WeakMap<object, { readonly before: string; readonly link: string; readonly state: Hash }>();
+
+function runningHash(before: string, keys: readonly object[], items: readonly HistoryItem[], after: string): string {
+  let from = 0;
+  let state: Hash | null = null;
+  for (let i = items.length - 1; i >= 0 && state === null; i--) {
+    const r = runningHashes.get(keys[i]!);
+    if (r !== undefined && r.before === before && r.link === items[i]!.hash) {
+      state = r.state.copy();
+      from = i + 1;
+      runningHashes.delete(keys[i]!); // moved on: one running state per conversation
+    }
+  }
+  state ??= createHash('sha256').update(before);
+  for (let i = from; i < items.length; i++) {
+    if (i > 0) state.update(',');
+    state.update(items[i]!.bytes);
+  }
+  if (items.length > 0) runningHashes.set(keys[items.length - 1]!, { before, link: items[items.length - 1]!.hash, state: state.copy() });
+  return `sha256:${state.update(after).digest('hex')}`;
+}
+
+const REQUEST_KEYS = new Set(['system', 'messages', 'tools', 'maxOutputTokens']);
+
+/** A document whose `run.messages` is a task's message list (the runtime state), split around it; null if it cannot be. */
+export function stateDocumentSplice<T extends { taskId: string; run: { messages: readonly ChatMessage[] } }>(doc: T): SplicedDocument | null {
+  const shell = canonicalJson({ ...doc, run: { ...doc.run, messages: SENTINEL } });
+  const at = shell.indexOf(`"${SENTINEL}"`);
+  if (at < 0 || shell.indexOf(`"${SENTINEL}"`, at + 1) >= 0) return null;
+  const before = `${shell.slice(0, at)}[`;
+  const after = `]${shell.slice(at + SENTINEL.length + 2)}`;
+  const items = messageItems(doc.taskId, doc.run.messages);
+  return { before, items, after, hash: documentHash(before, items, after) };
 }

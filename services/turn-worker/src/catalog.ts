@@ -21,6 +21,7 @@ import { connectorReadTools, type ReadConnectors } from './connectorReads.js';
 import { writesProposeTool } from './writesPropose.js';
 import type { ProposalTurn } from './writesPropose.js';
 import { versionsOf, type Versions } from './versions.js';
+import { meteredModelClient, type TurnMetrics } from './metrics.js';
 
 /** An agent as it runs now: prompt, model client, registry and the versions they amount to. */
 export interface AgentView {
@@ -49,6 +50,8 @@ interface CatalogDeps {
   readonly logger?: Logger;
   /** The opened connectors profiles' `reads` call (connectorReads.ts); absent: no connector reads. */
   readonly connectors?: ReadConnectors;
+  /** Where the auditors' model calls are counted by route (metrics.ts); absent: not counted. */
+  readonly modelCalls?: Pick<TurnMetrics, 'modelCall'>;
 }
 
 export class Catalog {
@@ -89,7 +92,8 @@ export class Catalog {
     if (name === profileName) return { missing: `profile ${profileName} names itself as its auditor; the auditor is not the writer` };
     const profile = this.gen.loaded.config.profiles[name];
     if (!profile) return { missing: `auditor profile ${name} is not in the fleet config` };
-    return { name, profile, client: this.gen.router.client(profile.route) };
+    const client = this.gen.router.client(profile.route);
+    return { name, profile, client: this.deps.modelCalls ? meteredModelClient(client, this.deps.modelCalls) : client };
   }
 
   /**

@@ -3,8 +3,10 @@
  *
  *   the turn alone        the write as one part of a group-commit statement (libs/store
  *                         groupCommit.ts): journal, checkpoint, next intent, ledger record, lease
- *                         and outbox under the task's own fence, no transaction of its own —
- *                         only for a continue or release, which never change the case state;
+ *                         and outbox under the task's own fence — for a continue or release
+ *                         (which never change the case state) with no transaction of its own, for
+ *                         a finish in a unit of work shared with other finishes that re-derives
+ *                         each one's case state after the statement;
  *   the turn + placements a unit of work: hold the fence (reading a pending cancel and the row
  *                         version under it), compact, count the children still to report, decide,
  *                         place (children, plan, proposal, consent gates, questions, resume
@@ -16,9 +18,9 @@
  */
 import { resumeRun } from '@everdict/agent-runtime';
 import type { RunState, TurnResult } from '@everdict/agent-runtime';
-import { fleetStopInForce, refreshCaseState, unreportedChildren, writeTurn } from '@everdict/store';
-import type { LedgerHead, Store, TaskRow, TurnWrite, UnitOfWork } from '@everdict/store';
-import { needsCompaction } from './compaction.js';
+import { fleetStopInForce, unreportedChildren, writeTurnMovingCase } from '@everdict/store';
+import type { CaseStateCause, FenceToken, LedgerHead, Store, TaskRow, TurnWrite, UnitOfWork } from '@everdict/store';
+import { compactionLimit, needsCompaction } from './compaction.js';
 import { nextBackoffAttempt, settle } from './decisions.js';
 import type { Transition } from './decisions.js';
 import { placeConsents, waitOnConsent } from './consent.js';
@@ -57,17 +59,19 @@ const isPark = (t: Transition): t is ParkTransition => t.kind === 'park';
 /** A park or a finish can change the case state (§11.1); a continue or a release cannot (the task stays active). */
 const movesCase = (t: Transition): boolean => t.kind === 'park' || t.kind === 'finish';
 
+/** What a transition that may change the case state tells its refresh; null for one that cannot. */
+function caseCause(t: Transition, taskId: string): CaseStateCause | null {
+  if (!movesCase(t)) return null;
+  return { cause: t.kind === 'finish' ? `task_${t.state}` : `task_parked:${t.kind === 'park' ? t.reason : ''}`, taskId };
+}
+
 /**
  * Executes the write, then re-derives the case state in the same unit of work when the
  * transition may change it; returns the ledger head after both (the `case_state` record, if one
  * was appended, is the newest).
  */
-async function writeMovingCase(uow: UnitOfWork, token: Parameters<typeof writeTurn>[1], task: TaskRow, write: TurnWrite, t: Transition): Promise<{ head: LedgerHead | null }> {
-  const done = await writeTurn(uow, token, task.case_id, write);
-  if (!movesCase(t)) return { head: done.head };
-  const cause = t.kind === 'finish' ? `task_${t.state}` : `task_parked:${t.kind === 'park' ? t.reason : ''}`;
-  const r = await refreshCaseState(uow, task.case_id, { cause, taskId: task.id });
-  return { head: r?.appended ? { seq: r.appended.seq, hash: r.appended.hash } : done.head };
+async function writeMovingCase(uow: UnitOfWork, token: FenceToken, task: TaskRow, write: TurnWrite, t: Transition): Promise<{ head: LedgerHead | null }> {
+  return { head: (await writeTurnMovingCase(uow, token, task.case_id, write, caseCause(t, task.id))).head };
 }
 
 /** The provider's last Retry-After this turn (the floor of a provider_down park's backoff). */
@@ -89,7 +93,8 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   const host: HostState = consumed ? { ...p.host, contextHash: journal.modelRecord()?.requestHash || p.host.contextHash, pending: { ...p.host.pending, calls: unknownCalls } } : p.restored.host;
   const next: RunState = consumed ? result.state : { ...p.restored.run, settlement: result.state.settlement };
   const plan = next.plan !== null && next.plan.revision !== p.before.plan?.revision ? next.plan : null;
-  const compacting = consumed && needsCompaction(next, tr.view.profile.compaction);
+  const limit = compactionLimit(tr.view.profile.compaction, env.catalog.loaded.config.routes[tr.view.profile.route]);
+  const compacting = consumed && needsCompaction(next, limit);
   const checkpoint = consumed || (buffer.handoffRequested && !tr.checkpointed);
   const proposed = p.proposing.proposal !== null || p.proposing.ledger.length > 0;
 
@@ -128,13 +133,16 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   let committed = { run: next, host };
   let resumeSeq: number | null = null;
   const first = decide(null, 0);
-  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || (first.kind === 'park' && first.ask) || p.consents.length > 0 || movesCase(first);
+  // A park takes the unit of work below (its children count and questions are decided under the
+  // task lock); a finish needs no placement, and its case state is written with it by the group
+  // commit.
+  const placing = buffer.children.length > 0 || plan !== null || compacting || proposed || first.kind === 'resume_now' || first.kind === 'park' || p.consents.length > 0;
   if (!placing) {
-    // The hot path: the turn, and a continue or release, as one part of a group-commit
-    // statement. A park or finish takes the unit of work below: the case state it may change
-    // is written with it.
+    // The hot path: the turn, and a continue, release or finish, as one part of a group-commit
+    // statement; a finish's part is committed with its case state (caseCause).
     commit = turnWrite({ subject, transition: first, product: product({ run: next, host }) });
-    const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead);
+    const cause = caseCause(first, task.id);
+    const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead, cause === null ? {} : { caseCause: cause });
     tr.ledgerHead = done.head;
     const stop = commit.transition.kind === 'continue' && done.cancelRequested === 'soft' ? decide('soft', 0) : null;
     if (stop !== null && isPark(stop)) {
@@ -163,7 +171,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
     const at: Placer = { task, token, rootTaskId: tr.rootTaskId };
     const placed = await env.store.unitOfWork(async (uow) => {
       const held = await uow.holdFence(token, 'write_journal');
-      const state = compacting ? await compact(uow, at, tr.view.profile.compaction!, next, host) : { run: next, host };
+      const state = compacting ? await compact(uow, at, limit, next, host) : { run: next, host };
       // Children placed by this very commit count as unreported: they are created below. The
       // task row is locked, so a child's report either committed before the count (and is counted
       // as arrived) or waits for this commit and then finds the task parked and wakes it.

@@ -1,6 +1,7 @@
 /**
- * Compaction (seed 004 §6): when a run's messages outgrow its profile's limit, the earlier ones
- * are replaced by ONE derived summary paper — facts with their sources (content hashes), the
+ * Compaction (seed 004 §6): when a run's context outgrows its share of the route's context
+ * window (measured in bytes of the canonical messages, estimated at BYTES_PER_TOKEN a token — the
+ * same bytes the request carries), the earlier messages are replaced by ONE derived summary paper — facts with their sources (content hashes), the
  * decisions the run has taken in (by id), and its pending work (open todos, running children,
  * an armed wait, the plan, calls with unknown outcome). The summary is checked before it is
  * used: if it lost any pending item or decision reference, the previous summary (i.e. the
@@ -10,7 +11,44 @@
 import { canonicalJson, payloadHash } from '@everdict/contracts';
 import type { ChatMessage } from '@everdict/llm';
 import type { RunState } from '@everdict/agent-runtime';
+import type { FleetCompaction, FleetRoute } from '@everdict/contracts';
+import { messageItems } from './canonical.js';
 import type { HostState } from './statePaper.js';
+
+/** A route's context window when its config does not say (fleet config `contextWindowTokens`). */
+export const DEFAULT_CONTEXT_WINDOW_TOKENS = 128_000;
+/** The share of the window a context may fill before it is compacted (`windowShare`). */
+export const DEFAULT_WINDOW_SHARE = 0.75;
+/** The estimate of tokens from canonical JSON bytes (conservative for English and JSON). */
+export const BYTES_PER_TOKEN = 4;
+
+/** What compaction measures a run against: the profile's settings and its route's window. */
+export interface CompactionLimit {
+  readonly maxMessages?: number;
+  readonly keepRecent?: number;
+  /** The context may fill this many tokens (windowShare × contextWindowTokens). */
+  readonly maxContextTokens: number;
+}
+
+/** The limit of a profile on its route (defaults: a 128k window, 0.75 of it). */
+export function compactionLimit(profile: FleetCompaction | undefined, route: Pick<FleetRoute, 'contextWindowTokens'> | undefined): CompactionLimit {
+  const window = route?.contextWindowTokens ?? DEFAULT_CONTEXT_WINDOW_TOKENS;
+  return {
+    ...(profile?.maxMessages === undefined ? {} : { maxMessages: profile.maxMessages }),
+    ...(profile?.keepRecent === undefined ? {} : { keepRecent: profile.keepRecent }),
+    maxContextTokens: Math.floor(window * (profile?.windowShare ?? DEFAULT_WINDOW_SHARE)),
+  };
+}
+
+/** Estimated tokens of each message (its canonical bytes, cached per message). */
+function messageTokens(run: RunState): number[] {
+  return messageItems(run.taskId, run.messages).map((it) => Math.ceil(it.bytes.length / BYTES_PER_TOKEN));
+}
+
+/** The run's context size in estimated tokens (its messages as the request carries them). */
+export function contextTokens(run: RunState): number {
+  return messageTokens(run).reduce((a, b) => a + b, 0);
+}
 
 export const SUMMARY_SCHEMA = 'everdict/summary.v1';
 
@@ -105,7 +143,29 @@ export function summaryMessage(summary: SummaryDocument, paper: { paperId: strin
   return { role: 'user', content: `Summary of earlier work (paper ${paper.paperId} revision ${paper.revision}; the full record stays in the case):\n${canonicalJson(body)}` };
 }
 
-/** Whether the run needs compacting under `limit` messages. */
-export function needsCompaction(run: RunState, limit: { maxMessages: number } | undefined): boolean {
-  return limit !== undefined && run.messages.length > limit.maxMessages;
+/** Whether the run's context outgrew its limit (its size; or more messages than `maxMessages`, if set). */
+export function needsCompaction(run: RunState, limit: CompactionLimit): boolean {
+  if (limit.maxMessages !== undefined && run.messages.length > limit.maxMessages) return true;
+  return contextTokens(run) > limit.maxContextTokens;
+}
+
+/**
+ * Where to cut a run under `limit`: `keepRecent` messages if set, else the most recent messages
+ * that fit in half the context limit (at least two), never starting on a tool result.
+ */
+export function compactionCut(run: RunState, limit: CompactionLimit): number {
+  if (limit.keepRecent !== undefined) return cutIndex(run.messages, limit.keepRecent);
+  if (limit.maxMessages !== undefined && run.messages.length > limit.maxMessages && contextTokens(run) <= limit.maxContextTokens) {
+    return cutIndex(run.messages, Math.max(2, Math.floor(limit.maxMessages / 2)));
+  }
+  const tokens = messageTokens(run);
+  const budget = Math.floor(limit.maxContextTokens / 2);
+  let kept = 0;
+  let used = 0;
+  for (let i = tokens.length - 1; i >= 0; i--) {
+    if (kept >= 2 && used + tokens[i]! > budget) break;
+    used += tokens[i]!;
+    kept++;
+  }
+  return cutIndex(run.messages, kept);
 }

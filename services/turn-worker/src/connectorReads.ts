@@ -36,7 +36,7 @@ import { AtCapacity, canonicalJson, connectorReadToolName, isEverdictError, pars
 import type { Clock, ConnectorReadRef, EffectParams, FleetConfig, ParamSpec, ToolDescriptor } from '@everdict/contracts';
 import type { Tool, ToolOutput } from '@everdict/agent-runtime';
 import type { ToolTiming } from './tools.js';
-import { externalCallGate, type ExternalCallGate } from './caps.js';
+import { estateTarget, externalCallGate, holdGate, type ExternalCallGate, type HoldGate } from './caps.js';
 import type { Db } from '@everdict/store';
 
 
@@ -164,7 +164,7 @@ export function readFailureText(ref: ConnectorReadRef, err: unknown): string {
 export function connectorReadTool(
   ref: ConnectorReadRef,
   connector: ReadConnector,
-  deps: { readonly timing: (taskId: string) => ToolTiming | undefined; readonly description?: string; readonly admit?: ExternalCallGate },
+  deps: { readonly timing: (taskId: string) => ToolTiming | undefined; readonly description?: string; readonly admit?: ExternalCallGate; readonly sessions?: HoldGate },
 ): Tool | undefined {
   const capability = connector.describe();
   const op = capability.readOperations.find((o) => o.name === ref.operation);
@@ -177,8 +177,12 @@ export function connectorReadTool(
       const wait = deps.admit ? await deps.admit(ctx.taskId, ctx.callId) : null;
       if (wait !== null) throw new AtCapacity(wait);
       const started = performance.now();
+      // caps.estateSessions: the session this read opens on its target waits for a place.
+      const read = () => connector.read(ref.operation, args as EffectParams, { clock: systemClock, ...(ctx.signal ? { signal: ctx.signal } : {}) });
       try {
-        const result = await connector.read(ref.operation, args as EffectParams, { clock: systemClock, ...(ctx.signal ? { signal: ctx.signal } : {}) });
+        const result = deps.sessions
+          ? await deps.sessions({ taskId: ctx.taskId, holder: `read:${ctx.callId}`, target: estateTarget(capability.target), ...(ctx.signal ? { signal: ctx.signal } : {}) }, read)
+          : await read();
         return { content: JSON.stringify(readResultDocument(ref, capability.target, result.value, result.observedAt)) };
       } catch (err) {
         if (noReply(err)) throw err;
@@ -211,12 +215,13 @@ export function connectorReadTools(
   const tools = new Map<string, Tool>();
   if (connectors === undefined) return tools;
   const admit = externalCallGate(deps.db, config);
+  const sessions = holdGate(deps.db, config, 'estateSessions');
   for (const entry of listedReads(config)) {
     const ref = parseConnectorRead(entry);
     const connector = ref === null ? undefined : connectors.get(ref.connector);
     if (ref === null || connector === undefined) continue;
     const description = config.connectors?.[ref.connector]?.operations[ref.operation]?.description;
-    const tool = connectorReadTool(ref, connector, { timing: deps.timing, ...(description === undefined ? {} : { description }), ...(admit === undefined ? {} : { admit }) });
+    const tool = connectorReadTool(ref, connector, { timing: deps.timing, ...(description === undefined ? {} : { description }), ...(admit === undefined ? {} : { admit }), ...(sessions === undefined ? {} : { sessions }) });
     if (tool !== undefined) tools.set(entry, tool);
   }
   return tools;

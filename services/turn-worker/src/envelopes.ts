@@ -1,10 +1,11 @@
 /**
  * Outgoing messages. The model proposes only business payloads; the runtime stamps the rest
- * (id, sender, lineage, trust, hash) from PERSISTED task rows, and the message goes into the
+ * (id, sender, lineage, trust, hash, the active traceparent) from PERSISTED task rows, and the message goes into the
  * outbox of the unit of work that decided it — never published from a transaction.
  */
 import { buildEnvelope, encodeEnvelope, systemClock, trustLabelFor } from '@everdict/contracts';
 import type { CurrentVersion, MessageType, PayloadOf, RunnableReason } from '@everdict/contracts';
+import { traceparentField } from '@everdict/tracing';
 import type { FenceToken, OutboxWrite, UnitOfWork } from '@everdict/store';
 
 /** What stamping needs to know about the task a message is sent by (or about). */
@@ -20,7 +21,7 @@ export interface TaskIdentity {
 /** The stamped envelope of `type` as an outbox row (for a write that enqueues it itself). */
 export function outboxRow<T extends MessageType>(type: T, payload: PayloadOf<T, CurrentVersion<T>>, opts: { caseId: string; from: TaskIdentity | null }): OutboxWrite {
   const envelope = stamp(type, payload, opts);
-  return { messageId: envelope.id, type, routingKey: type, body: encodeEnvelope(envelope) };
+  return { messageId: envelope.id, type, routingKey: type, body: encodeEnvelope(envelope), traceparent: envelope.traceparent };
 }
 
 function stamp<T extends MessageType>(type: T, payload: PayloadOf<T, CurrentVersion<T>>, opts: { caseId: string; from: TaskIdentity | null }) {
@@ -35,6 +36,8 @@ function stamp<T extends MessageType>(type: T, payload: PayloadOf<T, CurrentVers
       // From the content's origin (trustLabelFor), not from the relaying service.
       trust: trustLabelFor(type, payload, from ? 'task' : 'service'),
       payload,
+      // The active trace (the turn's span, or the delivery's): the receiver continues it.
+      ...traceparentField(),
     },
     systemClock,
   );
@@ -52,7 +55,7 @@ export async function send<T extends MessageType>(
   opts: { caseId: string; from: TaskIdentity | null; fence?: FenceToken },
 ): Promise<string> {
   const envelope = stamp(type, payload, opts);
-  await uow.enqueue({ id: envelope.id, type, caseId: opts.caseId }, encodeEnvelope(envelope), opts.fence ? { fence: opts.fence } : {});
+  await uow.enqueue({ id: envelope.id, type, caseId: opts.caseId, traceparent: envelope.traceparent }, encodeEnvelope(envelope), opts.fence ? { fence: opts.fence } : {});
   return envelope.id;
 }
 

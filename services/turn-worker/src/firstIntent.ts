@@ -21,9 +21,8 @@ import { writeTurn } from '@everdict/store';
 import type { Queryable, UnitOfWork } from '@everdict/store';
 import { freshContext, objectiveText, runContextOf } from './activation.js';
 import type { Claim } from './activation.js';
-import { canonicalRequestDoc, canonicalTools } from './canonical.js';
 import type { Catalog } from './catalog.js';
-import { modelIntentRow } from './turnJournal.js';
+import { modelIntentRow, modelRequestDocument } from './turnJournal.js';
 
 /** Whether the task has nothing journalled, checkpointed or waiting, and its case type. */
 async function freshness(q: Queryable, taskId: string, caseId: string): Promise<{ fresh: boolean; caseType: string } | undefined> {
@@ -52,8 +51,8 @@ export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, cla
     const runCtx = runContextOf(task.id, view, context);
     const request = modelRequestFor({ tools: view.registry }, runCtx, initialRunState(task.id, objectiveText(task.objective)));
     const route = view.model.route;
-    const canonical = canonicalRequestDoc(route, request, canonicalTools(view.registry, request.tools));
-    row = modelIntentRow({ taskId: task.id, turn: 0, ordinal: 0, callId: newId(), kind: 'model', name: route.name, request: { route, request }, requestHash: '' }, route.name, view.versions, canonical);
+    const requestDoc = { route, request };
+    row = modelIntentRow({ taskId: task.id, turn: 0, ordinal: 0, callId: newId(), kind: 'model', name: route.name, request: requestDoc, requestHash: '' }, route.name, view.versions, modelRequestDocument(task.id, requestDoc, view.registry));
   } catch {
     return false; // nothing to write; the activation decides (and parks if it must)
   }

@@ -12,7 +12,8 @@ import { addNote, caseTypeOf, createChildTask, PACKET_PAPER_SCHEMA, recordPlanRe
 import type { UnitOfWork } from '@everdict/store';
 import { heldAuthority, narrowForChild } from './authority.js';
 import type { Catalog } from './catalog.js';
-import { buildSummary, cutIndex, summaryBytes, summaryMessage, summaryMisses, SUMMARY_SCHEMA } from './compaction.js';
+import { buildSummary, compactionCut, summaryBytes, summaryMessage, summaryMisses, SUMMARY_SCHEMA } from './compaction.js';
+import type { CompactionLimit } from './compaction.js';
 import { send, sendRunnable } from './envelopes.js';
 import { questionProtocol } from './questions.js';
 import type { HostState } from './statePaper.js';
@@ -135,8 +136,8 @@ export function placeResumeNote(uow: UnitOfWork, at: Placer, note: string): Prom
 }
 
 /** Replaces the earlier messages by a derived summary paper, if the summary keeps everything. */
-export async function compact(uow: UnitOfWork, at: Placer, limit: { maxMessages: number; keepRecent?: number }, run: RunState, host: HostState): Promise<{ run: RunState; host: HostState }> {
-  const cut = cutIndex(run.messages, limit.keepRecent ?? Math.max(2, Math.floor(limit.maxMessages / 2)));
+export async function compact(uow: UnitOfWork, at: Placer, limit: CompactionLimit, run: RunState, host: HostState): Promise<{ run: RunState; host: HostState }> {
+  const cut = compactionCut(run, limit);
   if (cut <= 1) return { run, host };
   const summary = buildSummary(run, host, run.messages.slice(0, cut));
   if (summaryMisses(summary, run, host).length > 0) return { run, host }; // keep the previous summary

@@ -54,8 +54,8 @@ const systemKernelClock: KernelClock = {
 
 export async function startTurnWorker(ctx: ServiceContext, substrate: Substrate, fleet: LoadedFleetConfig, opts: TurnWorkerServiceOptions = {}): Promise<RunningTurnWorker> {
   const timings = new Map<string, TurnTiming>();
-  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId), logger: ctx.logger, ...(opts.connectors ? { connectors: opts.connectors } : {}) });
   const metrics = turnMetrics(ctx.metrics.registry, { keepSamples: opts.keepSamples ?? false });
+  const catalog = new Catalog(fleet, { db: substrate.db, timing: (taskId) => timings.get(taskId), logger: ctx.logger, modelCalls: metrics, ...(opts.connectors ? { connectors: opts.connectors } : {}) });
   const worker = new TurnWorker({
     store: substrate.store,
     transport: substrate.transport,

@@ -8,8 +8,8 @@ import { EverdictError, schemaValidator, schemaViolations, describeViolations, S
 import type { RuntimeStatePaper } from '@everdict/contracts';
 import type { RunState } from '@everdict/agent-runtime';
 import type { ChatMessage } from '@everdict/llm';
-import { newPaper, type NewPaper } from '@everdict/store';
-import { canonicalWithMessages } from './canonical.js';
+import { manifestPaper, newPaper, type NewPaper } from '@everdict/store';
+import { canonicalWithMessages, stateDocumentSplice } from './canonical.js';
 
 const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
 
@@ -43,10 +43,17 @@ export function stateDocument(caseId: string, host: HostState, run: RunState): R
   };
 }
 
-/** The paper of the checkpoint that lets `doc.taskId` run `doc.turn`. Bytes: RFC 8785 JSON. */
+/**
+ * The paper of the checkpoint that lets `doc.taskId` run `doc.turn`. Document: RFC 8785 JSON,
+ * stored as a history manifest (its messages as blocks, libs/store history.ts); its content
+ * hash, the checkpoint's state hash, is the sha256 of the whole document.
+ */
 export function statePaper(doc: RuntimeStatePaper): NewPaper {
-  const bytes = Buffer.from(canonicalWithMessages(doc as unknown as { run: { messages: readonly ChatMessage[] } }), 'utf8');
-  return newPaper({ kind: 'artefact', name: `tasks/${doc.taskId}/state/${doc.turn}`, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes });
+  const withMessages = doc as unknown as { taskId: string; run: { messages: readonly ChatMessage[] } };
+  const name = `tasks/${doc.taskId}/state/${doc.turn}`;
+  const spliced = stateDocumentSplice(withMessages);
+  if (spliced === null) return newPaper({ kind: 'artefact', name, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes: Buffer.from(canonicalWithMessages(withMessages), 'utf8') });
+  return manifestPaper({ kind: 'artefact', name, schemaId: RUNTIME_STATE_SCHEMA_ID, before: spliced.before, items: spliced.items, after: spliced.after, hash: spliced.hash });
 }
 
 /** Parses and validates restored bytes (already hash-verified by the store). */

@@ -16,6 +16,7 @@ import { canonicalJson, isEverdictError } from '@everdict/contracts';
 import type { FleetTool } from '@everdict/contracts';
 import type { Tool, ToolOutput } from '@everdict/agent-runtime';
 import type { Logger } from '@everdict/service-kit';
+import { SPAN, withSpan } from '@everdict/tracing';
 
 export interface ToolTiming {
   /** Adds time spent inside tool handlers (excluded from the runtime's overhead). */
@@ -71,22 +72,27 @@ export function traced(tool: Tool, logger: Logger, caseOf: (taskId: string) => s
   return {
     descriptor: tool.descriptor,
     async invoke(args, ctx) {
-      if (!logger.isLevelEnabled('debug')) return tool.invoke(args, ctx);
-      const ids = { caseId: caseOf(ctx.taskId), taskId: ctx.taskId, turn: ctx.turn, callId: ctx.callId, tool: name };
-      logger.debug(ids, 'tool started');
-      const started = performance.now();
-      let outcome: ToolOutcome = 'threw';
-      let code: string | undefined;
-      try {
-        const out: ToolOutput = await tool.invoke(args, ctx);
-        outcome = ctx.signal?.aborted ? 'aborted' : out.isError ? 'tool_error' : 'ok';
-        return out;
-      } catch (err) {
-        if (isEverdictError(err)) code = err.code;
-        throw err;
-      } finally {
-        logger.debug({ ...ids, ms: Math.round(performance.now() - started), outcome, ...(code ? { code } : {}) }, 'tool finished');
-      }
+      // The span names the call (case, task, turn, journal call id, tool), never its arguments or result.
+      const attributes = { 'case.id': caseOf(ctx.taskId), 'task.id': ctx.taskId, turn: ctx.turn, 'call.id': ctx.callId, 'tool.name': name };
+      return withSpan(SPAN.toolCall, { attributes }, () => (logger.isLevelEnabled('debug') ? logged(args, ctx) : tool.invoke(args, ctx)));
     },
   };
+
+  async function logged(...[args, ctx]: Parameters<Tool['invoke']>): Promise<ToolOutput> {
+    const ids = { caseId: caseOf(ctx.taskId), taskId: ctx.taskId, turn: ctx.turn, callId: ctx.callId, tool: name };
+    logger.debug(ids, 'tool started');
+    const started = performance.now();
+    let outcome: ToolOutcome = 'threw';
+    let code: string | undefined;
+    try {
+      const out: ToolOutput = await tool.invoke(args, ctx);
+      outcome = ctx.signal?.aborted ? 'aborted' : out.isError ? 'tool_error' : 'ok';
+      return out;
+    } catch (err) {
+      if (isEverdictError(err)) code = err.code;
+      throw err;
+    } finally {
+      logger.debug({ ...ids, ms: Math.round(performance.now() - started), outcome, ...(code ? { code } : {}) }, 'tool finished');
+    }
+  }
 }

@@ -9,7 +9,9 @@
  *   C2  response paper (the model call completed) + the first batch's tool intents . turnJournal
  *       — before any tool runs (each later sequential batch commits its intents the same way,
  *       with the outcomes of the batches before it; a response with no tool call is written by
- *       C3 instead);
+ *       C3 instead). When every call it carries is unobservable outside this process (intrinsic
+ *       tools, built-in in-process reads, the proposal tool) it commits without waiting for the
+ *       WAL flush (durability.ts): a turn then waits for ONE synchronous commit, its C3;
  *   C3  tool outcomes + offloaded results + state paper + checkpoint + the next turn's intent
  *       + task transition + outbox + one ledger record: ONE value (turnWrite.ts), executed by
  *       commit.ts — with the children, plan revision, proposal and questions placed before it
@@ -36,6 +38,9 @@
  *                       never completed); a write with an open intent would be withheld as unknown.
  *   after_commit        C3 (or a claim's unit of work) is durable. The checkpoint is restored:
  *                       nothing of that turn runs again; a redelivered message is an inbox duplicate.
+ * A deferred C2 changes none of these (a killed worker does not take a commit with it; Postgres
+ * holds it). A crash of Postgres itself before the flush can lose it, only together with every
+ * later commit: the turn is then exactly at after_model (durability.ts argues it against §2).
  */
 import { appendFileSync } from 'node:fs';
 import { isEverdictError } from '@everdict/contracts';
@@ -49,14 +54,16 @@ import type { AgentView, Catalog } from './catalog.js';
 import { commitTurn, parkWithoutTurn } from './commit.js';
 import type { CrashPoints } from './crashpoints.js';
 import type { FleetStopHint } from './fleetStop.js';
-import type { TurnMetrics } from './metrics.js';
+import { meteredModelClient, type TurnMetrics } from './metrics.js';
 import { noteDecision, notesMessage } from './notes.js';
 import type { HostState } from './statePaper.js';
 import { committedHandoff, deferredSubAgents, paperResultStore, TurnBuffer } from './turnBuffer.js';
 import { TurnJournal } from './turnJournal.js';
+import { capModelCalls, holdGate } from './caps.js';
 import type { ToolTiming } from './tools.js';
 import { permissionHook, type ConsentAsk } from './consent.js';
 import type { ProposalTurn } from './writesPropose.js';
+import { SPAN, withSpan } from '@everdict/tracing';
 
 export { parkWithoutTurn } from './commit.js';
 
@@ -129,7 +136,9 @@ function instrumented(inner: ModelClient, t: TurnTiming, log: string | null, key
       if (log) appendFileSync(log, `${JSON.stringify({ taskId: key.taskId, turn: key.turn, route: inner.route.name, pid: process.pid, at: Date.now() })}\n`);
       const started = performance.now();
       try {
-        return await inner.complete(req, opts);
+        // The span names the task, turn and route only: never the request's messages or the reply.
+        const reply = await withSpan(SPAN.modelCall, { attributes: { 'task.id': key.taskId, turn: key.turn, route: inner.route.name } }, () => inner.complete(req, opts));
+        return reply;
       } finally {
         t.modelMs += performance.now() - started;
       }
@@ -191,7 +200,7 @@ export async function durableTurn(env: TurnEnv, tr: TaskRun, opts: { signal: Abo
   env.catalog.proposals.set(taskId, proposing);
   const consents: ConsentAsk[] = [];
   const deps: KernelDeps = {
-    model: instrumented(tr.view.model, t, env.modelLog, { taskId, turn: turnNo }),
+    model: capModelCalls(instrumented(meteredModelClient(tr.view.model, env.metrics), t, env.modelLog, { taskId, turn: turnNo }), holdGate(env.store.db, env.catalog.loaded.config, 'modelCalls'), { taskId, turn: turnNo }),
     journal,
     tools: tr.view.registry,
     results: paperResultStore(env.store.db, tr.task.case_id, buffer),

@@ -21,13 +21,16 @@
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
  */
-import { canonicalJson, EverdictError, newId, sha256Hex } from '@everdict/contracts';
+import { createHash } from 'node:crypto';
+import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
-import { newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
+import { manifestPaper, newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
+import { mayDeferIntents } from './durability.js';
 import type { CallCompletion, FenceToken, ModelCallCost, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
-import { canonicalRequestDoc, canonicalTools } from './canonical.js';
+import { requestDocument } from './canonical.js';
+import type { SplicedDocument } from './canonical.js';
 import type { CrashPoints } from './crashpoints.js';
 import { RestoreFailure } from './statePaper.js';
 import type { Versions } from './versions.js';
@@ -113,14 +116,49 @@ function offloadedRefOf(response: unknown): string[] {
 }
 
 const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
+const sha256Of = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /**
- * The journal row of a model intent: its exact request as a paper, the route and versions.
- * `canonical` is the request's canonical JSON when the caller built it already.
+ * Whether two model request documents are the same request by construction: the same message
+ * list object, prompt, output cap, tool descriptors (by identity of their schemas) and route.
+ * Only a request built from the same committed state passes; anything else is hashed anew.
  */
-export function modelIntentRow(intent: CallIntent, route: string, versions: Versions, canonical?: string): IntentRow {
-  const bytes = canonical === undefined ? bytesOf(intent.request) : Buffer.from(canonical, 'utf8');
-  const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.modelRequest, bytes });
+function sameRequest(a: { readonly route: RouteIdentity; readonly request: ModelRequest } | null | undefined, b: { readonly route: RouteIdentity; readonly request: ModelRequest }): boolean {
+  if (a == null || typeof a !== 'object' || a.request == null) return false;
+  const x = a.request;
+  const y = b.request;
+  if (x.messages !== y.messages || x.system !== y.system || x.maxOutputTokens !== y.maxOutputTokens || x.tools.length !== y.tools.length) return false;
+  if (Object.keys(x).length !== Object.keys(y).length) return false;
+  for (let i = 0; i < x.tools.length; i++) {
+    const s = x.tools[i]!;
+    const t = y.tools[i]!;
+    if (s.name !== t.name || s.description !== t.description || s.inputSchema !== t.inputSchema) return false;
+  }
+  const r = a.route;
+  const q = b.route;
+  return r.name === q.name && r.adapter === q.adapter && r.model === q.model && r.configHash === q.configHash;
+}
+
+/** The request document of a model intent, split around its messages when it can be (null: stored whole). */
+export function modelRequestDocument(taskId: string, doc: { readonly route: RouteIdentity; readonly request: ModelRequest }, toolsOwner: object): SplicedDocument | null {
+  return requestDocument(taskId, doc.route, doc.request, toolsOwner);
+}
+
+/**
+ * The journal row of a model intent: its exact request as a paper, the route and versions. The
+ * paper is a history manifest (its messages stored once each as blocks, the new ones carried
+ * with it) whose content hash — the call's request hash — is the sha256 of the exact request
+ * bytes. `form` is the request's document when the caller built it already (one per turn).
+ */
+export function modelIntentRow(intent: CallIntent, route: string, versions: Versions, form?: SplicedDocument | null): IntentRow {
+  const doc = intent.request as { route: RouteIdentity; request: ModelRequest };
+  const spliced = form !== undefined ? form : modelRequestDocument(intent.taskId, doc, doc.request.tools);
+  const name = `calls/${intent.callId}/request`;
+  const request =
+    spliced === null
+      ? newPaper({ kind: 'artefact', name, schemaId: PAPER_SCHEMAS.modelRequest, bytes: bytesOf(intent.request) })
+      : // The suffix (prompt, tool schemas, route) is the same every turn of an agent: a tail block.
+        manifestPaper({ kind: 'artefact', name, schemaId: PAPER_SCHEMAS.modelRequest, before: spliced.before, items: spliced.items, after: spliced.after, hash: spliced.hash, tail: true });
   return {
     call: { id: intent.callId, turn: intent.turn, ordinal: 0, kind: 'model', toolName: null, requestPaperId: request.id, requestHash: request.contentHash, route, versions },
     request,
@@ -136,8 +174,8 @@ export class TurnJournal implements Journal {
   private written = { tools: 0, withheld: 0 };
   private queue: { intent: CallIntent; resolve: (r: CallRecord) => void; reject: (e: unknown) => void }[] = [];
   private flushScheduled = false;
-  /** The model request document last hashed, with its canonical JSON (its intent's paper bytes). */
-  private lastRequest: { readonly doc: object; readonly canonical: string } | null = null;
+  /** The model request document last hashed, with its split form (its intent's paper); null form: not built (the prewritten intent is it). */
+  private lastRequest: { readonly doc: object; readonly form: SplicedDocument | null | undefined } | null = null;
   /** Whether any tool outcome was produced in this process (the after_tool_results point). */
   ranTools = false;
 
@@ -147,15 +185,21 @@ export class TurnJournal implements Journal {
   }
 
   /**
-   * payloadHash of the model request document, from the canonical forms cached per message (a
-   * turn's request repeats every earlier message): byte-identical to canonicalJson of the whole
-   * document, without re-serialising the conversation every turn. The canonical JSON is kept
-   * for the intent's request paper.
+   * payloadHash of the model request document (sha256 of its canonical bytes), computed once per
+   * turn: the request the previous turn's commit prewrote is this very request when it was built
+   * from the same objects (the committed messages list, prompt, registry, route), and its hash
+   * is reused; otherwise it is built from the message forms cached per message (a turn's request
+   * repeats every earlier message) and kept for the intent's request paper.
    */
   requestHash(doc: { readonly route: RouteIdentity; readonly request: ModelRequest }): string {
-    const canonical = canonicalRequestDoc(doc.route, doc.request, canonicalTools(this.scope.registry, doc.request.tools));
-    this.lastRequest = { doc, canonical };
-    return `sha256:${sha256Hex(canonical)}`;
+    const pre = this.scope.prewritten;
+    if (pre !== null && pre.requestHash !== '' && sameRequest(pre.request as typeof doc, doc)) {
+      this.lastRequest = { doc, form: undefined };
+      return pre.requestHash;
+    }
+    const form = modelRequestDocument(this.scope.token.taskId, doc, this.scope.registry);
+    this.lastRequest = { doc, form };
+    return form === null ? `sha256:${sha256Of(bytesOf(doc))}` : form.hash;
   }
 
   async recordIntent(intent: CallIntent): Promise<CallRecord> {
@@ -244,7 +288,8 @@ export class TurnJournal implements Journal {
   private intentRow(intent: CallIntent): IntentRow {
     if (intent.ordinal === 0) {
       const last = this.lastRequest;
-      return modelIntentRow(intent, this.scope.route, this.scope.versions, last !== null && last.doc === intent.request ? last.canonical : undefined);
+      const form = last !== null && last.doc === intent.request && last.form !== undefined ? last.form : modelRequestDocument(intent.taskId, intent.request as { route: RouteIdentity; request: ModelRequest }, this.scope.registry);
+      return modelIntentRow(intent, this.scope.route, this.scope.versions, form);
     }
     const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.toolRequest, bytes: bytesOf(intent.request) });
     return {
@@ -370,6 +415,8 @@ export class TurnJournal implements Journal {
           ledger: null,
         },
         null,
+        // Intents of calls nobody outside this process observes need not wait for the flush (durability.ts).
+        { deferDurability: mayDeferIntents(this.scope.registry, batch.map((b) => b.intent.name)) },
       );
       this.scope.onCommit();
       if (withResponse) this.modelOutcome!.written = true;

@@ -25,13 +25,12 @@ import { modelRequestFor } from '@everdict/agent-runtime';
 import type { CallRecord, RunContext, RunState, ToolRegistry } from '@everdict/agent-runtime';
 import type { RouteIdentity } from '@everdict/llm';
 import type { NewPaper, OutboxWrite, TransitionWrite, TurnWrite } from '@everdict/store';
-import { canonicalRequestDoc, canonicalTools } from './canonical.js';
 import type { Transition } from './decisions.js';
 import { outboxRow } from './envelopes.js';
 import type { TaskIdentity } from './envelopes.js';
 import { stateDocument, statePaper } from './statePaper.js';
 import type { HostState } from './statePaper.js';
-import { modelIntentRow } from './turnJournal.js';
+import { modelIntentRow, modelRequestDocument } from './turnJournal.js';
 import type { PendingOutcome } from './turnJournal.js';
 import type { ProposalRecord } from './writesPropose.js';
 import { versionsHash } from './versions.js';
@@ -127,9 +126,8 @@ export function nextIntent(agent: AgentRequestSource, next: RunState): { row: Re
   if (next.settlement !== null || budgetExhausted(agent.runCtx.envelope.budget, next.usage).exhausted) return null;
   const request = modelRequestFor({ tools: agent.registry }, agent.runCtx, next);
   const requestDoc = { route: agent.route, request };
-  const canonical = canonicalRequestDoc(agent.route, request, canonicalTools(agent.registry, request.tools));
   const intent = { taskId: next.taskId, turn: next.turn, ordinal: 0, callId: newId(), kind: 'model' as const, name: agent.route.name, request: requestDoc, requestHash: '' };
-  const row = modelIntentRow(intent, agent.route.name, agent.versions, canonical);
+  const row = modelIntentRow(intent, agent.route.name, agent.versions, modelRequestDocument(next.taskId, requestDoc, agent.registry));
   return { row, record: { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null } };
 }
 

@@ -21,6 +21,7 @@ import { isEverdictError } from '@everdict/contracts';
 import { InboxConsumer, startOutboxRelay } from '@everdict/bus';
 import type { BusMetrics, MessageHandler, MessageHandlers, OutboxRelay, Transport } from '@everdict/bus';
 import { JournalCommitter } from '@everdict/store';
+import { captureContext, runInContext } from '@everdict/tracing';
 import type { Store } from '@everdict/store';
 import type { KernelClock } from '@everdict/agent-runtime';
 import type { Logger } from 'pino';
@@ -181,7 +182,9 @@ export class TurnWorker {
         const claim = this.tentative.get(e.id);
         if (claim) {
           this.tentative.delete(e.id);
-          const hand = () => void this.claims.set(e.id, claim);
+          // The activation runs later, outside the delivery: it resumes the delivery's trace.
+          const trace = captureContext();
+          const hand = () => void this.claims.set(e.id, { ...claim, trace });
           if (ctx.afterCommit) ctx.afterCommit(hand);
           else hand();
         }
@@ -236,7 +239,7 @@ export class TurnWorker {
   private startActivation(claim: Claim): void {
     const signal = this.keeper.hold(claim.token);
     this.opts.metrics.activation(1);
-    const run = runActivation(this.env, claim, signal)
+    const run = runInContext(claim.trace, () => runActivation(this.env, claim, signal))
       .catch((err: unknown) => this.activationFailed(claim, err, signal))
       .finally(() => {
         this.keeper.release(claim.task.id);
@@ -255,17 +258,17 @@ export class TurnWorker {
   private async activationFailed(claim: Claim, err: unknown, signal: AbortSignal): Promise<void> {
     const { task, token } = claim;
     if ((isEverdictError(err) && err.code === 'stale_fence') || signal.aborted) {
-      this.opts.logger.info({ taskId: task.id, epoch: token.epoch }, 'lease lost; a newer holder owns the task');
+      this.opts.logger.info({ caseId: task.case_id, taskId: task.id, epoch: token.epoch }, 'lease lost; a newer holder owns the task');
       return;
     }
     const retryable = isEverdictError(err) && err.retryable;
-    this.opts.logger.error({ taskId: task.id, err: isEverdictError(err) ? { code: err.code, message: err.message } : String(err) }, retryable ? 'turn failed transiently; releasing the task' : 'turn failed; parking the task');
+    this.opts.logger.error({ caseId: task.case_id, taskId: task.id, err: isEverdictError(err) ? { code: err.code, message: err.message } : String(err) }, retryable ? 'turn failed transiently; releasing the task' : 'turn failed; parking the task');
     try {
       if (retryable) await releaseWithoutTurn(this.opts.store, claim);
       else await parkWithoutTurn(this.opts, claim, 'capability_gap', { kind: 'runtime_error', code: isEverdictError(err) ? err.code : 'internal', message: String((err as Error)?.message ?? err).slice(0, 300) });
     } catch (inner) {
       // Most likely the lease is gone too; the sweeper makes the task runnable when it expires.
-      this.opts.logger.warn({ taskId: task.id, err: String(inner) }, 'could not hand the failed task back');
+      this.opts.logger.warn({ caseId: task.case_id, taskId: task.id, err: String(inner) }, 'could not hand the failed task back');
     }
   }
 }

@@ -108,6 +108,7 @@ export interface FleetConfig {
     [k: string]: FleetGatePolicy | undefined;
   };
   runtime?: FleetRuntime;
+  retention?: FleetRetention;
 }
 export interface FleetRoute {
   adapter: "openai" | "anthropic" | "scripted";
@@ -118,6 +119,10 @@ export interface FleetRoute {
    * Script file of the scripted adapter (required for it; baseUrl is required for openai); relative paths resolve against the config file's folder.
    */
   scriptPath?: string;
+  /**
+   * The model's context window in tokens (default 128000): what compaction measures a run's context against.
+   */
+  contextWindowTokens?: number;
   timeoutMs?: number;
   maxOutputTokens?: number;
 }
@@ -183,11 +188,15 @@ export interface FleetBudget {
   maxActiveMinutes?: number;
 }
 /**
- * When a run's messages exceed maxMessages, the earlier ones are replaced by a derived summary paper that must keep pending work and decision references; keepRecent messages stay verbatim.
+ * Every profile compacts when its context (estimated at 4 bytes a token) outgrows windowShare of its route's contextWindowTokens: the earlier messages are replaced by a derived summary paper that must keep pending work and decision references. The most recent messages stay verbatim: keepRecent of them if set, else as many as fit in half that share. maxMessages, if set, also compacts a run with more messages than that.
  */
 export interface FleetCompaction {
-  maxMessages: number;
+  maxMessages?: number;
   keepRecent?: number;
+  /**
+   * The share of the route's context window the context may fill before it is compacted (default 0.75).
+   */
+  windowShare?: number;
 }
 export interface FleetMcpUse {
   server: FleetMcpServerName;
@@ -232,11 +241,13 @@ export interface FleetScope {
   forbidden: string[];
 }
 /**
- * Per-case caps (seed 004 §11.5), distinct from budget: exceeding one makes a task wait, never fails it. workerSlots: at most this many tasks of one case run (hold a lease) at once; a claim beyond it parks the task `capacity` and the backoff timer (runtime.sweepIntervalMs) retries the claim. externalCallsPerMinute: at most this many connector reads of one case start in any minute (database clock); a read beyond it parks the task `capacity` until the window allows, then runs under its call id.
+ * Per-case caps (seed 004 §11.5), distinct from budget: exceeding one makes a task wait, never fails it. workerSlots: at most this many tasks of one case run (hold a lease) at once; a claim beyond it parks the task `capacity` and the backoff timer (runtime.sweepIntervalMs) retries the claim. externalCallsPerMinute: at most this many connector reads of one case start in any minute (database clock); a read beyond it parks the task `capacity` until the window allows, then runs under its call id. modelCalls: at most this many model calls of one case are in flight at once; one beyond it queues until a call of the case ends. estateSessions: at most this many connector reads of one case are open on any one estate target (system/environment[/account]) at once; one beyond it queues until a place frees up. A queued use keeps its task's lease and starts under the same call id; a holder that dies frees its place when its lease ends.
  */
 export interface FleetCaseCaps {
   externalCallsPerMinute?: number;
   workerSlots?: number;
+  modelCalls?: number;
+  estateSessions?: number;
 }
 /**
  * Consent for reads whose declared effects require it (external egress, e.g. an undeclared read of an http MCP server). A rule per tool name, connector name or MCP server name; the tool name wins over its connector or server. `allow` runs the read, `deny` refuses it (consent_denied), `ask` parks the task on a consent gate a holder of `role` decides (default approver), open for `ttlMs` (default 24 hours). A read with no rule is refused (permission_denied). Never makes a write callable.
@@ -549,4 +560,15 @@ export interface FleetVersionPolicy {
   route?: "continue" | "park";
   runtime?: "continue" | "park";
   tools?: "continue" | "park";
+}
+/**
+ * What the reconciler prunes, and how gently (seed D49: retention is configuration). Every field is optional. By default everything is kept except inbox rows (kept inboxDays after receipt: the broker's redelivery horizon of 1 day plus 7) and published outbox rows (kept outboxDays after publication). Papers of closed cases are pruned only when closedCasePapersDays is set, and then only the model-call journal's request/response papers and superseded state checkpoints of cases closed that long, with no effect call in doubt and no impact key held; the ledger, gates, packets, evidence, plans and the latest checkpoint of every task are never pruned. Rows go in batches of batchRows per statement, batchPauseMs apart, at most once every intervalMinutes. A SIGHUP reload applies the new section to the next pass.
+ */
+export interface FleetRetention {
+  inboxDays?: number;
+  outboxDays?: number;
+  closedCasePapersDays?: number;
+  batchRows?: number;
+  batchPauseMs?: number;
+  intervalMinutes?: number;
 }

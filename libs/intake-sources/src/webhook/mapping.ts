@@ -24,6 +24,8 @@ export interface GenericMapping {
   body?: string;
   customer?: string;
   url?: string;
+  /** The ticket's event or state (e.g. `/action`, `/ticket/state`): the arrival's `event`; `closed` is the customer's closure. */
+  event?: string;
 }
 
 export interface GithubIssuesMapping {
@@ -53,7 +55,7 @@ export function checkMappingConfig(mapping: WebhookMapping, path: string): void 
   if ('pointer' in mapping.id) parsePointer(mapping.id.pointer, `${path}.id.pointer`);
   else if (!/^[A-Za-z0-9-]+$/.test(mapping.id.header)) throw new EverdictError('invalid_config', `${path}.id.header must be an HTTP header name`, { details: { path: `${path}.id.header` } });
   parsePointer(mapping.title, `${path}.title`);
-  for (const field of ['body', 'customer', 'url'] as const) {
+  for (const field of ['body', 'customer', 'url', 'event'] as const) {
     const p = mapping[field];
     if (p !== undefined) parsePointer(p, `${path}.${field}`);
   }
@@ -103,6 +105,8 @@ function mapGeneric(source: string, m: GenericMapping, headers: HeaderBag, paylo
   if (customer !== undefined && customer.trim().length > 0) ticket.customer = customer.trim();
   const url = optionalText(source, payload, m.url);
   if (url !== undefined && url.length > 0) ticket.url = url;
+  const event = optionalText(source, payload, m.event);
+  if (event !== undefined && event.trim().length > 0) ticket.event = event.trim().slice(0, 100);
   return ticket;
 }
 

@@ -34,6 +34,10 @@
  * `case_state` record of such a case lists what (`why`); it stays parked, never resolved.
  * The root is the case's CURRENT root: the newest task without a parent (a reply to a resolved
  * or closed case reopens it with a new root; services/intake/src/threading.ts).
+ * The derivation's steps (f, w, d) are MATERIALIZED: each is one row that the next step reads
+ * through several expressions, and a CTE read once is inlined by Postgres, which copies every
+ * subquery into each expression that names its column (the derivation then runs many times
+ * over in one statement). Materialized, each count is computed once per refresh.
  */
 import type { Sql } from '../db.js';
 
@@ -41,9 +45,14 @@ import type { Sql } from '../db.js';
 export function lockCaseForState(caseId: string): Sql {
   return {
     name: 'ev_lock_case_for_state',
-    text: `SELECT c.state FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1::uuid FOR UPDATE OF h, c`,
+    text: `SELECT c.state, c.state_reason FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1::uuid FOR UPDATE OF h, c`,
     values: [caseId],
   };
+}
+
+export interface LockedCaseState {
+  state: string;
+  state_reason: string | null;
 }
 
 export interface CaseStateChange {
@@ -60,7 +69,7 @@ export function refreshCaseState(caseId: string): Sql {
     name: 'ev_refresh_case_state',
     text: `WITH c AS (SELECT id, state, state_reason, stop_mode, closed_at FROM cases WHERE id = $1::uuid),
            root AS (SELECT id, state FROM tasks WHERE case_id = $1::uuid AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1),
-           f AS (
+           f AS MATERIALIZED (
              SELECT (SELECT state FROM root) AS root_state,
                     EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = $1::uuid AND t.fence_epoch > 0) AS ever_ran,
                     EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = $1::uuid AND (t.state = 'running' OR (t.state = 'open' AND t.fence_epoch > 0))) AS active,
@@ -86,7 +95,7 @@ export function refreshCaseState(caseId: string): Sql {
                     (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) ELSE 0 END) AS open_steps,
                     (SELECT state FROM root) IN ('done', 'failed') AND EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
            ),
-           w AS (
+           w AS MATERIALIZED (
              SELECT array_remove(ARRAY[
                       CASE WHEN f.root_state = 'failed' THEN 'the root task failed' END,
                       CASE WHEN f.in_doubt > 0 THEN f.in_doubt || ' effect outcome(s) in doubt' END,
@@ -98,7 +107,7 @@ export function refreshCaseState(caseId: string): Sql {
                       CASE WHEN f.open_steps > 0 THEN f.open_steps || ' plan step(s) not verified' END], NULL) AS why, f.*
                FROM f
            ),
-           d AS (
+           d AS MATERIALIZED (
              SELECT CASE
                       WHEN c.closed_at IS NOT NULL THEN 'closed'
                       WHEN c.stop_mode = 'hard' OR w.root_state = 'cancelled' THEN 'cancelled'

@@ -5,6 +5,7 @@
  * under. Rows are immutable; the highest turn is the one a worker restores.
  */
 import type { Sql } from '../db.js';
+import { documentOf } from './journal.js';
 import type { CallColumns } from './journal.js';
 
 export interface RestoreRow {
@@ -36,23 +37,24 @@ export interface RestoreCallJson extends CallColumns {
 
 /**
  * Everything a restore reads, in ONE round trip: the latest checkpoint with its state bytes
+ * (a history manifest reassembled from its blocks: `documentOf`, NULL when a block is missing)
  * (NULL columns when there is none), the journal of the turn it resumes (bytes base64), the
  * notes that turn carries, the case type, and the case's ledger head.
  */
 export function selectRestorePoint(taskId: string, caseId: string): Sql {
   return {
-    name: 'ev_select_restore_point_v2',
+    name: 'ev_select_restore_point_v3',
     text: `WITH k AS (SELECT * FROM turn_checkpoints WHERE task_id = $1::uuid ORDER BY turn DESC LIMIT 1),
                  nt AS (SELECT COALESCE((SELECT turn FROM k), 0) AS turn),
                  pinned AS (SELECT 1 FROM task_notes WHERE task_id = $1::uuid AND consumed_turn = (SELECT turn FROM nt) LIMIT 1)
-           SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, r.bytes, r.content_hash,
+           SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, ${documentOf('r')} AS bytes, r.content_hash,
                   c.case_type, h.seq AS head_seq, h.hash AS head_hash,
                   (SELECT json_agg(json_build_object(
                             'id', x.id, 'turn', x.turn, 'ordinal', x.ordinal, 'kind', x.kind, 'tool_name', x.tool_name, 'status', x.status,
                             'fence_epoch', x.fence_epoch, 'request_hash', x.request_hash, 'response_hash', x.response_hash, 'route', x.route,
                             'versions', x.versions, 'completed_at', x.completed_at,
-                            'request', encode(rq.bytes, 'base64'), 'request_content_hash', rq.content_hash,
-                            'response', encode(rs.bytes, 'base64'), 'response_content_hash', rs.content_hash) ORDER BY x.ordinal)
+                            'request', encode(${documentOf('rq')}, 'base64'), 'request_content_hash', rq.content_hash,
+                            'response', encode(${documentOf('rs')}, 'base64'), 'response_content_hash', rs.content_hash) ORDER BY x.ordinal)
                      FROM runtime_calls x
                      LEFT JOIN papers pq ON pq.id = x.request_paper_id
                      LEFT JOIN paper_revisions rq ON rq.paper_id = pq.id AND rq.revision = pq.head_revision

@@ -28,14 +28,16 @@ export interface DispatchRow {
   detail: Record<string, unknown>;
   created_at: Date;
   updated_at: Date;
+  /** The trace of the approval that queued the dispatch; every step of it continues it (null: none). */
+  traceparent: string | null;
 }
 
-export function insertDispatch(d: { grantId: string; gateId: string; caseId: string; taskId: string }): Sql {
+export function insertDispatch(d: { grantId: string; gateId: string; caseId: string; taskId: string; traceparent: string | null }): Sql {
   return {
-    text: `INSERT INTO effect_dispatches (grant_id, gate_id, case_id, task_id) VALUES ($1::uuid, $2::uuid, $3::uuid, $4::uuid)
+    text: `INSERT INTO effect_dispatches (grant_id, gate_id, case_id, task_id, traceparent) VALUES ($1::uuid, $2::uuid, $3::uuid, $4::uuid, $5::text)
            ON CONFLICT (grant_id) DO NOTHING
         RETURNING grant_id`,
-    values: [d.grantId, d.gateId, d.caseId, d.taskId],
+    values: [d.grantId, d.gateId, d.caseId, d.taskId, d.traceparent],
   };
 }
 
@@ -261,11 +263,27 @@ export function selectTaskForEffect(taskId: string): Sql {
   };
 }
 
-/** Age of the oldest parked task per park reason, on the database clock. */
+/** Age of the oldest parked task, and how many are parked, per park reason, on the database clock. */
 export function parkedAges(): Sql {
   return {
-    text: `SELECT park_reason, EXTRACT(EPOCH FROM now() - min(COALESCE(parked_at, updated_at)))::float8 AS age_seconds
+    text: `SELECT park_reason, EXTRACT(EPOCH FROM now() - min(COALESCE(parked_at, updated_at)))::float8 AS age_seconds, count(*)::int AS parked
              FROM tasks WHERE state = 'parked' GROUP BY park_reason`,
+  };
+}
+
+/**
+ * Open gates per kind and how long they have waited for their decisions (database clock):
+ * the median, 90th and 99th percentile and the oldest wait.
+ */
+export function openGateWaits(): Sql {
+  return {
+    text: `SELECT kind, count(*)::int AS open,
+                  percentile_cont(0.5) WITHIN GROUP (ORDER BY age)::float8 AS p50,
+                  percentile_cont(0.9) WITHIN GROUP (ORDER BY age)::float8 AS p90,
+                  percentile_cont(0.99) WITHIN GROUP (ORDER BY age)::float8 AS p99,
+                  max(age)::float8 AS oldest
+             FROM (SELECT kind, EXTRACT(EPOCH FROM now() - created_at)::float8 AS age FROM gates WHERE state = 'open') open_gates
+            GROUP BY kind`,
   };
 }
 

@@ -31,6 +31,8 @@ export interface GateRow {
   impact_keys: string[];
   summary: string | null;
   reason: string | null;
+  /** The trace of the request that opened the gate (null: none). */
+  traceparent: string | null;
   /** From the case: the principal's customer scope is checked against it. */
   customer: string;
 }
@@ -54,27 +56,29 @@ export interface NewGate {
   readonly impactKeys: readonly string[];
   readonly summary: string | null;
   readonly reason: string | null;
+  /** The trace of the request that opened the gate; its decision continues it (null: none). */
+  readonly traceparent?: string | null;
 }
 
 const GATE_COLUMNS = `g.id, g.case_id, g.task_id, g.packet_digest, g.operation, g.effect_class, g.required_decisions, g.state,
   g.expires_at, g.created_at, g.decided_at, g.packet_paper_id, g.packet_revision, g.mutation_key, g.propose_call_id,
-  g.impact_keys, g.summary, g.reason, c.customer`;
+  g.impact_keys, g.summary, g.reason, g.traceparent, c.customer`;
 
 /** A gate id seen before is left alone (a redelivered request never reopens a decided gate). */
 export function insertGate(g: NewGate): Sql {
   return {
     text: `INSERT INTO gates (id, case_id, task_id, packet_digest, operation, effect_class, required_decisions, state, expires_at,
-                              decided_at, packet_paper_id, packet_revision, mutation_key, propose_call_id, impact_keys, summary, reason)
+                              decided_at, packet_paper_id, packet_revision, mutation_key, propose_call_id, impact_keys, summary, reason, traceparent)
            VALUES ($1::uuid, $2::uuid, $3::uuid, $4::text, $5::text, $6::text, $7::jsonb, $8::text,
                    COALESCE($9::timestamptz, now() + make_interval(secs => $10::double precision / 1000)),
                    CASE WHEN $8::text = 'open' THEN NULL ELSE now() END,
-                   $11::uuid, $12::int, $13::text, $14::uuid, $15::jsonb, $16::text, $17::text)
+                   $11::uuid, $12::int, $13::text, $14::uuid, $15::jsonb, $16::text, $17::text, $18::text)
            ON CONFLICT (id) DO NOTHING
            RETURNING id`,
     values: [
       g.id, g.caseId, g.taskId, g.packetDigest, g.operation, g.effectClass, JSON.stringify(g.requiredDecisions), g.state,
       g.expiresAt, g.ttlMs, g.packetPaperId, g.packetRevision, g.mutationKey, g.proposeCallId, JSON.stringify(g.impactKeys),
-      g.summary, g.reason,
+      g.summary, g.reason, g.traceparent ?? null,
     ],
   };
 }

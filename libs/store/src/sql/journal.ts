@@ -11,6 +11,7 @@
 import type { Sql } from '../db.js';
 import type { ModelCallCost } from '../costs.js';
 import type { ChainedRecord } from '../ledgerHash.js';
+import type { HistoryBlock } from '../history.js';
 import { OUTBOX_CHANNEL } from './outbox.js';
 
 /** One paper written as its first (and only) revision. Names are unique per case. */
@@ -21,6 +22,13 @@ export interface NewPaper {
   readonly schemaId: string;
   readonly contentHash: string;
   readonly bytes: Buffer;
+  /**
+   * 'history-manifest.v1': `bytes` is a manifest and `contentHash` the hash of the document it
+   * reassembles into (history.ts, migration 0018). Absent: `bytes` is the document.
+   */
+  readonly layout?: 'history-manifest.v1';
+  /** History blocks the manifest names that are not stored yet: written by the same statement. */
+  readonly blocks?: readonly HistoryBlock[];
 }
 
 export interface NewCallIntent {
@@ -62,11 +70,36 @@ function paperCtes(caseParam: string): string {
               RETURNING id
             ),
             r_ins AS (
-              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes)
-              SELECT x.id, 1, x.schema_id, x.hash, octet_length(x.bytes), x.bytes
-                FROM unnest($1::uuid[], $4::text[], $5::text[], $6::bytea[]) AS x(id, schema_id, hash, bytes)
+              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes, layout)
+              SELECT x.id, 1, x.schema_id, x.hash, octet_length(x.bytes), x.bytes, x.layout
+                FROM unnest($1::uuid[], $4::text[], $5::text[], $6::bytea[], $8::text[]) AS x(id, schema_id, hash, bytes, layout)
               RETURNING paper_id
+            ),
+            hb_ins AS (
+              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes)
+              SELECT ${caseParam}, x.hash, x.prev, octet_length(x.bytes), x.bytes
+                FROM unnest($9::text[], $10::text[], $11::bytea[]) AS x(hash, prev, bytes)
+              ON CONFLICT (case_id, hash) DO NOTHING
+              RETURNING hash
             )`;
+}
+
+/** The blocks a batch of papers carries, each once (two manifests of one write share blocks). */
+function blocksOf(papers: readonly NewPaper[]): HistoryBlock[] {
+  const seen = new Set<string>();
+  const out: HistoryBlock[] = [];
+  for (const p of papers) {
+    for (const b of p.blocks ?? []) {
+      if (seen.has(b.hash)) continue;
+      seen.add(b.hash);
+      out.push(b);
+    }
+  }
+  return out;
+}
+
+function blockValues(blocks: readonly HistoryBlock[]): unknown[] {
+  return [blocks.map((b) => b.hash), blocks.map((b) => b.prev), blocks.map((b) => b.bytes)];
 }
 
 function paperValues(papers: readonly NewPaper[]): unknown[] {
@@ -78,7 +111,7 @@ export function insertPapers(caseId: string, papers: readonly NewPaper[]): Sql {
   return {
     name: 'ev_insert_papers',
     text: `WITH ${paperCtes('$7::uuid')} SELECT count(*)::int AS n FROM r_ins`,
-    values: [...paperValues(papers), caseId],
+    values: [...paperValues(papers), caseId, papers.map((p) => p.layout ?? null), ...blockValues(blocksOf(papers))],
   };
 }
 
@@ -105,6 +138,8 @@ export interface OutboxWrite {
   readonly type: string;
   readonly routingKey: string;
   readonly body: Buffer;
+  /** The envelope's traceparent, stored in the row's own column for the relay. */
+  readonly traceparent?: string | undefined;
 }
 
 interface JournalWrite {
@@ -176,7 +211,8 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   const batch = {
     t: items.map((it, idx) => ({ idx, task_id: it.taskId, owner: it.owner, epoch: it.epoch, case_id: it.caseId })),
     l: items.flatMap((it, idx) => (it.ledger ? [{ idx, seq: it.ledger.seq, record_id: it.ledger.recordId, kind: it.ledger.kind, body: it.ledger.body ?? {}, prev_hash: it.ledger.prevHash, hash: it.ledger.hash, created_at: it.ledger.createdAt }] : [])),
-    p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, ...place(p.bytes) }))),
+    p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, layout: p.layout ?? null, ...place(p.bytes) }))),
+    hb: items.flatMap((it, idx) => blocksOf(it.papers).map((b) => ({ idx, hash: b.hash, prev: b.prev, ...place(b.bytes) }))),
     u: items.flatMap((it, idx) =>
       it.completions.flatMap((d) =>
         d.usage ? [{ idx, id: d.id, cost_id: d.usage.costId, route: d.route, model: d.usage.model, input_tokens: d.usage.inputTokens, output_tokens: d.usage.outputTokens, cost: d.usage.cost }] : [],
@@ -200,7 +236,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     ),
     k: items.flatMap((it, idx) => (it.checkpoint ? [{ idx, turn: it.checkpoint.turn, paper_id: it.checkpoint.statePaperId, state_hash: it.checkpoint.stateHash, context_hash: it.checkpoint.contextHash, versions: it.checkpoint.versions ?? {} }] : [])),
     x: items.flatMap((it, idx) => (it.transition ? [{ idx, state: it.transition.state, park_reason: it.transition.parkReason, park_detail: it.transition.parkDetail ?? null, wake_ms: it.transition.wakeAfterMs }] : [])),
-    o: items.flatMap((it, idx) => it.outbox.map((o) => ({ idx, message_id: o.messageId, type: o.type, routing_key: o.routingKey, ...place(o.body) }))),
+    o: items.flatMap((it, idx) => it.outbox.map((o) => ({ idx, message_id: o.messageId, type: o.type, routing_key: o.routingKey, traceparent: o.traceparent ?? null, ...place(o.body) }))),
   };
   // Only the parts this batch has are in the statement (one prepared variant per shape: a C2
   // write has no checkpoint, ledger, transition or outbox): every CTE costs the server executor
@@ -208,7 +244,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   // carries each task's id, case and epoch, so every writing CTE joins it alone — each extra join
   // is a hash table the server builds per statement, which at a few tasks per statement costs
   // more than the rows themselves.
-  const has = { l: batch.l.length > 0, p: batch.p.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
+  const has = { l: batch.l.length > 0, p: batch.p.length > 0, hb: batch.hb.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
   const shape = Object.entries(has)
     .filter(([, v]) => v)
     .map(([k]) => k)
@@ -261,7 +297,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     ...(has.p
       ? [
           `pp AS (
-              SELECT x.* FROM b, jsonb_to_recordset(b.j->'p') AS x(idx int, id uuid, kind text, name text, schema_id text, hash text, off int, len int)
+              SELECT x.* FROM b, jsonb_to_recordset(b.j->'p') AS x(idx int, id uuid, kind text, name text, schema_id text, hash text, layout text, off int, len int)
             )`,
           `p_ins AS (
               INSERT INTO papers (id, case_id, kind, name, head_revision)
@@ -269,10 +305,24 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
               RETURNING id
             )`,
           `r_ins AS (
-              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes)
-              SELECT pp.id, 1, pp.schema_id, pp.hash, pp.len, substring($2::bytea FROM pp.off FOR pp.len)
+              INSERT INTO paper_revisions (paper_id, revision, schema_id, content_hash, size_bytes, bytes, layout)
+              SELECT pp.id, 1, pp.schema_id, pp.hash, pp.len, substring($2::bytea FROM pp.off FOR pp.len), pp.layout
                 FROM pp JOIN go USING (idx)
               RETURNING paper_id
+            )`,
+        ]
+      : []),
+    // History blocks (0018) the part's manifests name, stored once per case: a block already
+    // there (the same link, written by an earlier turn or another manifest) is kept as it is.
+    ...(has.hb
+      ? [
+          `hb_ins AS (
+              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes)
+              SELECT go.case_id, x.hash, x.prev, x.len, substring($2::bytea FROM x.off FOR x.len)
+                FROM b, jsonb_to_recordset(b.j->'hb') AS x(idx int, hash text, prev text, off int, len int)
+                JOIN go USING (idx)
+              ON CONFLICT (case_id, hash) DO NOTHING
+              RETURNING hash
             )`,
         ]
       : []),
@@ -353,9 +403,9 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     ...(has.o
       ? [
           `o_ins AS (
-              INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body)
-              SELECT x.message_id, x.type, x.routing_key, go.case_id, substring($2::bytea FROM x.off FOR x.len)
-                FROM b, jsonb_to_recordset(b.j->'o') AS x(idx int, message_id uuid, type text, routing_key text, off int, len int)
+              INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body, traceparent)
+              SELECT x.message_id, x.type, x.routing_key, go.case_id, substring($2::bytea FROM x.off FOR x.len), x.traceparent
+                FROM b, jsonb_to_recordset(b.j->'o') AS x(idx int, message_id uuid, type text, routing_key text, traceparent text, off int, len int)
                 JOIN go USING (idx)
               RETURNING seq
             )`,
@@ -368,7 +418,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   ];
   // Data-modifying CTEs run to completion whether or not the final query reads them.
   return {
-    name: `ev_write_journals_v9_${shape}`,
+    name: `ev_write_journals_v10_${shape}`,
     text: `WITH ${ctes.join(',\n            ')}
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,
@@ -377,7 +427,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
               FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx)
              ORDER BY t.idx`,
     // $2 (the bytes) is a parameter only of the shapes that have papers or outbox rows.
-    values: has.p || has.o ? [JSON.stringify(batch), Buffer.concat(chunks, size)] : [JSON.stringify(batch)],
+    values: has.p || has.o || has.hb ? [JSON.stringify(batch), Buffer.concat(chunks, size)] : [JSON.stringify(batch)],
   };
 }
 
@@ -433,14 +483,21 @@ export interface JournalRow extends CallColumns {
   completed_at: Date | null;
 }
 
+/**
+ * The document bytes of the paper revision aliased `r` (SQL): its bytes, or a history manifest
+ * reassembled by `paper_document()` (NULL when a block is missing). The revision's content hash
+ * is the document's, so the caller's verification covers the blocks.
+ */
+export const documentOf = (r: string) => `CASE WHEN ${r}.layout IS NULL THEN ${r}.bytes ELSE paper_document(${r}.paper_id, ${r}.revision) END`;
+
 /** Every call of one turn with its request and response bytes (head revisions). */
 export function selectTurnCalls(taskId: string, turn: number): Sql {
   return {
-    name: 'ev_select_turn_calls',
+    name: 'ev_select_turn_calls_v2',
     text: `SELECT c.id, c.turn, c.ordinal, c.kind, c.tool_name, c.status, c.fence_epoch, c.request_hash, c.response_hash,
                   c.route, c.versions, c.completed_at,
-                  rq.bytes AS request_bytes, rq.content_hash AS request_content_hash,
-                  rs.bytes AS response_bytes, rs.content_hash AS response_content_hash
+                  ${documentOf('rq')} AS request_bytes, rq.content_hash AS request_content_hash,
+                  ${documentOf('rs')} AS response_bytes, rs.content_hash AS response_content_hash
              FROM runtime_calls c
              LEFT JOIN papers pq ON pq.id = c.request_paper_id
              LEFT JOIN paper_revisions rq ON rq.paper_id = pq.id AND rq.revision = pq.head_revision

@@ -7,12 +7,13 @@ import type { Sql } from '../db.js';
 
 export const OUTBOX_CHANNEL = 'everdict_outbox';
 
-export function insertOutbox(m: { messageId: string; type: string; routingKey: string; caseId: string | null; body: Uint8Array }): Sql {
+/** `traceparent`: the envelope's, kept beside the bytes so the relay publishes it as a header. */
+export function insertOutbox(m: { messageId: string; type: string; routingKey: string; caseId: string | null; body: Uint8Array; traceparent: string | null }): Sql {
   return {
     name: 'ev_insert_outbox',
-    text: `INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body)
-           VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::bytea)`,
-    values: [m.messageId, m.type, m.routingKey, m.caseId, Buffer.from(m.body)],
+    text: `INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body, traceparent)
+           VALUES ($1::uuid, $2::text, $3::text, $4::uuid, $5::bytea, $6::text)`,
+    values: [m.messageId, m.type, m.routingKey, m.caseId, Buffer.from(m.body), m.traceparent],
   };
 }
 
@@ -27,6 +28,8 @@ export interface OutboxRow {
   routing_key: string;
   body: Buffer;
   created_at: Date;
+  /** The W3C trace context the row was enqueued under (null: none). */
+  traceparent: string | null;
 }
 
 /**
@@ -47,7 +50,7 @@ export function claimOutbox(relay: string, limit: number, leaseMs: number, produ
                     ORDER BY seq LIMIT $2::int
                     FOR UPDATE SKIP LOCKED) pick
             WHERE o.seq = pick.seq
-        RETURNING o.seq, o.message_id, o.type, o.routing_key, o.body, o.created_at`,
+        RETURNING o.seq, o.message_id, o.type, o.routing_key, o.body, o.created_at, o.traceparent`,
     values: producers === undefined ? [relay, limit, leaseMs] : [relay, limit, leaseMs, producers],
   };
 }

@@ -1,5 +1,12 @@
-/** Paper statements: a named paper per case, immutable content-addressed revisions. */
+/**
+ * Paper statements: a named paper per case, immutable content-addressed revisions. A revision is
+ * read as its document: a history manifest (migration 0018) comes back reassembled, its content
+ * hash being the document's.
+ */
 import type { Sql } from '../db.js';
+import { documentOf } from './journal.js';
+
+const REVISION_COLUMNS = `r.paper_id, r.revision, r.schema_id, r.content_hash, r.size_bytes, r.created_at, ${documentOf('r')} AS bytes`;
 
 export function upsertPaper(p: { id: string; caseId: string; kind: string; name: string }): Sql {
   return {
@@ -21,9 +28,9 @@ export function insertPaperRevision(r: { paperId: string; revision: number; sche
 export function selectPaperRevision(paperId: string, revision?: number): Sql {
   return revision === undefined
     ? {
-        text: `SELECT r.* FROM paper_revisions r JOIN papers p ON p.id = r.paper_id AND r.revision = p.head_revision
+        text: `SELECT ${REVISION_COLUMNS} FROM paper_revisions r JOIN papers p ON p.id = r.paper_id AND r.revision = p.head_revision
                 WHERE p.id = $1::uuid`,
         values: [paperId],
       }
-    : { text: 'SELECT * FROM paper_revisions WHERE paper_id = $1::uuid AND revision = $2::int', values: [paperId, revision] };
+    : { text: `SELECT ${REVISION_COLUMNS} FROM paper_revisions r WHERE r.paper_id = $1::uuid AND r.revision = $2::int`, values: [paperId, revision] };
 }

@@ -1,0 +1,130 @@
+/**
+ * Deferred durability of group-committed writes (groupCommit.ts), against real Postgres: a
+ * write the caller may defer runs in a transaction of its own with `synchronous_commit = off`
+ * and is committed (visible) when it resolves; a write carrying a task transition is
+ * synchronous whatever the caller asked; deferred and synchronous writes queued together never
+ * share a statement. The statements are observed at the database port (a recording wrapper
+ * around the real pg port: the seam, not the thing under test).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from '@everdict/testkit';
+import { JournalCommitter } from '../src/groupCommit.js';
+import { newPaper } from '../src/journal.js';
+import type { TurnWrite } from '../src/journal.js';
+import { createPgDb } from '../src/pg.js';
+import { migrate } from '../src/migrate.js';
+import { Store } from '../src/store.js';
+import { claimTask } from '../src/tasks.js';
+import type { Db, Queryable, Sql } from '../src/db.js';
+import { seedCase } from './helpers.js';
+
+interface Logged {
+  /** The transaction it ran in (null: a statement of its own). */
+  readonly tx: number | null;
+  readonly text: string;
+  readonly name: string | undefined;
+}
+
+function recording(inner: Db): { db: Db; log: Logged[] } {
+  const log: Logged[] = [];
+  let txs = 0;
+  const db: Db = {
+    query: (q: Sql) => {
+      log.push({ tx: null, text: q.text, name: q.name });
+      return inner.query(q);
+    },
+    transaction: (fn) =>
+      inner.transaction((tx) => {
+        const id = ++txs;
+        const q: Queryable = {
+          query: (s: Sql) => {
+            log.push({ tx: id, text: s.text, name: s.name });
+            return tx.query(s);
+          },
+        };
+        return fn(q);
+      }),
+    listen: (c, f) => inner.listen(c, f),
+    ping: () => inner.ping(),
+    close: () => inner.close(),
+  };
+  return { db, log };
+}
+
+const DEFER = 'SET LOCAL synchronous_commit = off';
+const isJournal = (l: Logged) => l.name?.startsWith('ev_write_journals') === true;
+
+describe('group commit: deferred durability', () => {
+  let store: Store;
+  let log: Logged[];
+  let close: () => Promise<void>;
+  beforeAll(async () => {
+    const info = await freshDatabase('group_commit_durability');
+    const pg = createPgDb(info.url, { max: 4 });
+    await migrate(pg);
+    const r = recording(pg);
+    store = new Store(r.db);
+    log = r.log;
+    close = () => pg.close();
+  });
+  afterAll(async () => close?.());
+
+  const held = async () => {
+    const { caseId, taskId } = await seedCase(store);
+    const c = await claimTask(store.db, taskId, 'w', 60_000);
+    if (!c.claimed) throw new Error('not claimed');
+    return { caseId, token: c.token };
+  };
+  const paperWrite = (name: string): TurnWrite => ({
+    papers: [newPaper({ kind: 'artefact', name, schemaId: 'test.v1', bytes: Buffer.from(name) })],
+    completions: [],
+    intents: [],
+    checkpoint: null,
+    ledger: null,
+  });
+  const paperCount = async (name: string) => (await store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM papers WHERE name = $1', values: [name] })).rows[0]!.n;
+
+  it('a deferred write runs after SET LOCAL synchronous_commit = off in its own transaction, and is visible once it resolves', async () => {
+    const { caseId, token } = await held();
+    const committer = new JournalCommitter(store);
+    log.length = 0;
+    await committer.write(token, caseId, paperWrite('deferred-a'), null, { deferDurability: true });
+    expect(await paperCount('deferred-a')).toBe(1);
+    const journal = log.filter(isJournal);
+    expect(journal).toHaveLength(1);
+    expect(journal[0]!.tx).not.toBeNull();
+    const inTx = log.filter((l) => l.tx === journal[0]!.tx).map((l) => l.text);
+    expect(inTx[0]).toBe(DEFER);
+  });
+
+  it('a write with a task transition is synchronous even when the caller asks to defer it', async () => {
+    const { caseId, token } = await held();
+    const committer = new JournalCommitter(store);
+    log.length = 0;
+    const release: TurnWrite = { ...paperWrite('released-b'), transition: { state: 'open', parkReason: null, parkDetail: null, wakeAfterMs: null } };
+    await committer.write(token, caseId, release, null, { deferDurability: true });
+    expect(await paperCount('released-b')).toBe(1);
+    expect(log.some((l) => l.text === DEFER)).toBe(false);
+    expect(log.filter(isJournal).map((l) => l.tx)).toEqual([null]);
+  });
+
+  it('deferred and synchronous writes queued in the same tick go in separate statements', async () => {
+    const a = await held();
+    const b = await held();
+    const committer = new JournalCommitter(store, { concurrency: 1 });
+    log.length = 0;
+    await Promise.all([
+      committer.write(a.token, a.caseId, paperWrite('deferred-c'), null, { deferDurability: true }),
+      committer.write(b.token, b.caseId, paperWrite('sync-c'), null),
+    ]);
+    expect(await paperCount('deferred-c')).toBe(1);
+    expect(await paperCount('sync-c')).toBe(1);
+    const journal = log.filter(isJournal);
+    expect(journal).toHaveLength(2);
+    const deferredTx = log.filter((l) => l.text === DEFER).map((l) => l.tx);
+    expect(deferredTx).toHaveLength(1);
+    // Exactly one of the two statements ran in the deferred transaction; the other alone.
+    expect(journal.filter((j) => j.tx !== null && deferredTx.includes(j.tx)).length).toBe(1);
+    expect(journal.filter((j) => j.tx === null).length).toBe(1);
+  });
+});

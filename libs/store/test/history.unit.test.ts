@@ -1,0 +1,98 @@
+/** Content-addressed history (history.ts): manifests, chains and reassembly, pure. */
+import { describe, expect, it } from 'vitest';
+import { canonicalJson } from '@everdict/contracts';
+import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble } from '../src/index.js';
+import type { HistoryBlock } from '../src/index.js';
+
+const messages = [{ role: 'user', content: 'objective' }, { role: 'assistant', content: 'a "quoted" reply ✓', toolCalls: [] }, { role: 'tool', content: 'x'.repeat(2048) }];
+const doc = { request: { messages, system: 'prompt' }, route: { name: 'r' } };
+const before = '{"request":{"messages":[';
+const after = '],"system":"prompt"},"route":{"name":"r"}}';
+const forms = messages.map((m) => canonicalJson(m));
+const stored = (blocks: readonly HistoryBlock[]) => new Map(blocks.map((b) => [b.hash, b]));
+
+describe('history manifests', () => {
+  it('a manifest paper stands for the exact canonical bytes: its content hash is theirs, and it reassembles into them', () => {
+    const items = chainOf(forms);
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after });
+    const exact = Buffer.from(canonicalJson(doc), 'utf8');
+    expect(documentBytes(before, items, after).equals(exact)).toBe(true);
+    expect(paper.contentHash).toBe(contentHash(exact));
+    expect(documentHash(before, items, after)).toBe(contentHash(exact));
+    expect(paper.layout).toBe('history-manifest.v1');
+    expect(paper.blocks).toHaveLength(3);
+    // The manifest is small: the list is named by its head, not repeated.
+    expect(paper.bytes.length).toBeLessThan(300);
+    const manifest = parseManifest(paper.bytes)!;
+    expect(manifest).toMatchObject({ count: 3, head: items[2]!.hash });
+    expect(reassemble(manifest, stored(paper.blocks!)).equals(exact)).toBe(true);
+  });
+
+  it('a long suffix (a request\'s tool schemas) is a tail block: the manifest stays small and reassembles exactly', () => {
+    const tools = `],"tools":${canonicalJson(Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, inputSchema: { type: 'object' } })))}}`;
+    const items = chainOf(forms);
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after: tools, tail: true });
+    const exact = Buffer.from(`${before}${forms.join(',')}${tools}`, 'utf8');
+    expect(paper.contentHash).toBe(contentHash(exact));
+    const manifest = parseManifest(paper.bytes)!;
+    expect(manifest.tail).toBe(contentHash(Buffer.from(tools)));
+    expect(paper.bytes.length).toBeLessThan(400);
+    expect(paper.blocks).toHaveLength(4);
+    expect(reassemble(manifest, stored(paper.blocks!)).equals(exact)).toBe(true);
+    const noTail = stored(paper.blocks!);
+    noTail.delete(manifest.tail!);
+    expect(() => reassemble(manifest, noTail)).toThrow(HistoryBlockMissing);
+  });
+
+  it('an empty list reassembles into before + after', () => {
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before: '{"m":[', items: [], after: ']}' });
+    expect(reassemble(parseManifest(paper.bytes)!, new Map()).toString()).toBe('{"m":[]}');
+    expect(paper.contentHash).toBe(contentHash(Buffer.from('{"m":[]}')));
+  });
+
+  it('a missing block fails reassembly; an altered block yields bytes whose hash no longer matches', () => {
+    const items = chainOf(forms);
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after });
+    const manifest = parseManifest(paper.bytes)!;
+    const missing = stored(paper.blocks!);
+    missing.delete(items[1]!.hash);
+    expect(() => reassemble(manifest, missing)).toThrow(HistoryBlockMissing);
+    const altered = stored(paper.blocks!);
+    altered.set(items[2]!.hash, { ...items[2]!, bytes: Buffer.from(canonicalJson({ role: 'tool', content: 'forged' })) });
+    expect(contentHash(reassemble(manifest, altered))).not.toBe(paper.contentHash);
+    expect(parseManifest(Buffer.from('{"layout":"history-manifest.v1"'))).toBeNull();
+  });
+
+  it('links chain the whole prefix: the same message after another prefix is another block', () => {
+    const a = chainOf(forms);
+    const b = chainOf([canonicalJson({ role: 'user', content: 'summary' }), ...forms.slice(1)]);
+    expect(a[1]!.hash).not.toBe(b[1]!.hash);
+    expect(a[2]!.hash).toBe(linkHash(a[1]!.hash, Buffer.from(forms[2]!)));
+  });
+});
+
+describe('HistoryChain', () => {
+  it('a list that extends a durable one carries only the blocks it appended', () => {
+    const chain = new HistoryChain();
+    let calls = 0;
+    const form = (m: object) => (calls++, canonicalJson(m));
+    const first = messages.slice(0, 2);
+    chain.markDurable('task', first, form);
+    const next = [...first, messages[2]!];
+    const items = chain.items('task', next, form);
+    expect(items.map((i) => i.durable)).toEqual([true, true, false]);
+    expect(items.map((i) => i.hash)).toEqual(chainOf(forms).map((i) => i.hash));
+    expect(calls).toBe(3); // each message canonicalised once
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after });
+    expect(paper.blocks!.map((b) => b.hash)).toEqual([items[2]!.hash]);
+  });
+
+  it('another scope, or a list cut before a message, does not reuse its durable link', () => {
+    const chain = new HistoryChain();
+    const form = (m: object) => canonicalJson(m);
+    chain.markDurable('task', messages, form);
+    expect(chain.items('other', messages, form).some((i) => i.durable)).toBe(false);
+    const cut = [{ role: 'user', content: 'summary' }, messages[2]!];
+    expect(chain.items('task', cut, form).map((i) => i.durable)).toEqual([false, false]);
+  });
+});
