@@ -25,6 +25,7 @@ DECLARE
   m jsonb;
   n integer;
   found_n integer;
+  missing integer;
   joined bytea := ''::bytea;
   tail bytea;
 BEGIN
@@ -33,6 +34,7 @@ BEGIN
    WHERE pr.paper_id = p_paper_id AND pr.revision = p_revision;
   IF NOT FOUND THEN RETURN NULL; END IF;
   IF r.layout IS NULL THEN RETURN r.bytes; END IF;
+  IF r.layout = 'spans.v1' THEN RETURN spans_document(r.case_id, r.bytes); END IF;
   -- Bytes that are not a manifest any more (altered) are returned as they are: their hash
   -- cannot match, so the reader reports them corrupt rather than missing.
   BEGIN
@@ -53,16 +55,47 @@ BEGIN
   IF n = 0 THEN
     RETURN convert_to(m->>'before', 'UTF8') || tail;
   END IF;
-  WITH RECURSIVE chain(hash, prev, bytes, pos) AS (
-    SELECT b.hash, b.prev, b.bytes, 1 FROM history_blocks b WHERE b.case_id = r.case_id AND b.hash = m->>'head'
+  WITH RECURSIVE chain(hash, prev, bytes, layout, pos) AS (
+    SELECT b.hash, b.prev, b.bytes, b.layout, 1 FROM history_blocks b WHERE b.case_id = r.case_id AND b.hash = m->>'head'
     UNION ALL
-    SELECT b.hash, b.prev, b.bytes, c.pos + 1
+    SELECT b.hash, b.prev, b.bytes, b.layout, c.pos + 1
       FROM chain c JOIN history_blocks b ON b.case_id = r.case_id AND b.hash = c.prev
      WHERE c.pos < n
+  ),
+  doc AS (
+    SELECT chain.pos, CASE WHEN chain.layout IS NULL THEN chain.bytes ELSE spans_document(r.case_id, chain.bytes) END AS bytes FROM chain
   )
-  SELECT count(*)::integer, string_agg(chain.bytes, '\x2c'::bytea ORDER BY chain.pos DESC) INTO found_n, joined FROM chain;
-  IF found_n <> n THEN RETURN NULL; END IF;
+  SELECT count(*)::integer, (count(*) FILTER (WHERE doc.bytes IS NULL))::integer, string_agg(doc.bytes, '\x2c'::bytea ORDER BY doc.pos DESC)
+    INTO found_n, missing, joined FROM doc;
+  IF found_n <> n OR missing > 0 THEN RETURN NULL; END IF;
   RETURN convert_to(m->>'before', 'UTF8') || joined || tail;
+END;
+$$;
+
+CREATE FUNCTION public.spans_document(p_case_id uuid, p_bytes bytea) RETURNS bytea
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  m jsonb;
+  wanted integer;
+  found_n integer;
+  joined bytea;
+BEGIN
+  BEGIN
+    m := convert_from(p_bytes, 'UTF8')::jsonb;
+  EXCEPTION WHEN others THEN
+    RETURN p_bytes;
+  END;
+  IF jsonb_typeof(m) <> 'object' OR jsonb_typeof(m->'parts') <> 'array' THEN
+    RETURN p_bytes;
+  END IF;
+  SELECT (count(*) FILTER (WHERE x.o % 2 = 0))::integer, count(b.hash)::integer,
+         string_agg(CASE WHEN x.o % 2 = 1 THEN convert_to(x.p, 'UTF8') ELSE b.bytes END, ''::bytea ORDER BY x.o)
+    INTO wanted, found_n, joined
+    FROM jsonb_array_elements_text(m->'parts') WITH ORDINALITY AS x(p, o)
+    LEFT JOIN history_blocks b ON x.o % 2 = 0 AND b.case_id = p_case_id AND b.hash = x.p AND b.layout IS NULL;
+  IF found_n <> wanted THEN RETURN NULL; END IF;
+  RETURN COALESCE(joined, ''::bytea);
 END;
 $$;
 
@@ -346,7 +379,9 @@ CREATE TABLE public.history_blocks (
     size_bytes integer NOT NULL,
     bytes bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    layout text,
     CONSTRAINT history_blocks_hash_check CHECK ((hash ~ '^sha256:[0-9a-f]{64}$'::text)),
+    CONSTRAINT history_blocks_layout_check CHECK ((layout = 'spans.v1'::text)),
     CONSTRAINT history_blocks_prev_check CHECK ((prev ~ '^sha256:[0-9a-f]{64}$'::text))
 );
 
@@ -433,7 +468,7 @@ CREATE TABLE public.paper_revisions (
     bytes bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     layout text,
-    CONSTRAINT paper_revisions_layout_check CHECK ((layout = 'history-manifest.v1'::text)),
+    CONSTRAINT paper_revisions_layout_check CHECK ((layout = ANY (ARRAY['history-manifest.v1'::text, 'spans.v1'::text]))),
     CONSTRAINT paper_revisions_revision_check CHECK ((revision >= 1))
 );
 ALTER TABLE ONLY public.paper_revisions ALTER COLUMN bytes SET COMPRESSION lz4;

@@ -1,22 +1,19 @@
 /**
  * A real fleet node running the demo, for the console's browser tests: `everdict start` with
- * every service (libs/testkit's everdictStartArgs, the one composition root) on a database and
+ * every service (libs/testkit's startEverdictNode, the one composition root) on a database and
  * broker prefix of this file's own, with the sample fleet config (infra/config/fleet.json) and
  * its demo notebook served by the node itself — the same demo `npm start` runs, on real Postgres
  * and RabbitMQ. The config gains one principal of another customer, so ownership can be tried.
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { createServer, connect } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import amqplib from 'amqplib';
 import { sha256Hex } from '@everdict/contracts';
-import { deleteTopology, loadTopology } from '@everdict/bus';
-import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freePort, freshDatabase, readinessBudgetMs } from '@everdict/testkit';
+import { TEST_AMQP_URL, amqpPrefix, freePort, freshDatabase, startEverdictNode } from '@everdict/testkit';
+import { deletePrefixTopology } from '../intake/helpers.js';
 
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const SAMPLE_CONFIG = join(REPO, 'infra', 'config', 'fleet.json');
@@ -86,42 +83,26 @@ export async function startDemoNode(label: string): Promise<DemoNode> {
   const dir = mkdtempSync(join(tmpdir(), 'everdict-console-ui-'));
   writeFileSync(join(dir, 'fleet.json'), JSON.stringify(demoConfig(), null, 2));
   const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  let output = '';
-  const child: ChildProcess = spawn(process.execPath, everdictStartArgs([]), {
-    cwd: REPO,
+  const node = await startEverdictNode({
+    services: [],
+    port,
     env: {
-      ...process.env,
       DATABASE_URL: database.url,
       AMQP_URL: TEST_AMQP_URL,
       EVERDICT_AMQP_PREFIX: prefix,
       EVERDICT_CONFIG: join(dir, 'fleet.json'),
       EVERDICT_DEMO_NOTES_DIR: join(dir, 'notes'),
-      EVERDICT_DEMO_NOTES_URL: `${url}/demo/notes`,
-      PORT: String(port),
-      LOG_LEVEL: 'warn',
+      EVERDICT_DEMO_NOTES_URL: `http://127.0.0.1:${port}/demo/notes`,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    readyBaseMs: 60_000,
+    readyIntervalMs: 200,
   });
-  child.stdout!.on('data', (b: Buffer) => (output += b.toString('utf8')));
-  child.stderr!.on('data', (b: Buffer) => (output += b.toString('utf8')));
   const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
-    const conn = await amqplib.connect(TEST_AMQP_URL);
-    const ch = await conn.createChannel();
-    await deleteTopology(ch, loadTopology({ prefix }));
-    await conn.close();
+    await node.stop();
+    await deletePrefixTopology(prefix);
     await database.drop();
   };
-  await eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs: readinessBudgetMs(60_000), intervalMs: 200, what: 'the demo node ready' }).catch(async (err: unknown) => {
-    child.kill('SIGKILL');
-    throw new Error(`${String(err)}\n${output.slice(-3000)}`);
-  });
-  return { url, output: () => output, stop };
+  return { url: node.url, output: node.output, stop };
 }
 
 export interface Reply {

@@ -15,15 +15,14 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import amqplib from 'amqplib';
 import pg from 'pg';
 import { buildEnvelope, canonicalJson, encodeEnvelope, newId, sealPacket, sha256Hex, systemClock } from '@everdict/contracts';
 import type { EffectCheck, EffectPacket, FleetConfig } from '@everdict/contracts';
-import { deleteTopology, loadTopology } from '@everdict/bus';
 import { declaredTemplateHash } from '@everdict/connectors';
 import { PACKET_PAPER_SCHEMA, Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
 import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
+import { deletePrefixTopology } from '../intake/helpers.js';
 
 export { eventually };
 export const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
@@ -503,14 +502,7 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
       await target.stop();
       await estate.pool.end();
       await db.close();
-      const conn = await amqplib.connect(TEST_AMQP_URL);
-      try {
-        const ch = await conn.createChannel();
-        await deleteTopology(ch, loadTopology({ prefix }));
-        await ch.close();
-      } finally {
-        await conn.close();
-      }
+      await deletePrefixTopology(prefix);
     },
   };
   return fixture;

@@ -138,7 +138,7 @@ const done = (taskId: string) =>
 
 async function toolRows(taskId: string): Promise<CallRow[]> {
   const { rows } = await f.db.query<CallRow>({
-    text: `SELECT c.turn, c.ordinal, c.kind, c.tool_name, c.status, convert_from(r.bytes, 'UTF8') AS response
+    text: `SELECT c.turn, c.ordinal, c.kind, c.tool_name, c.status, convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS response
              FROM runtime_calls c JOIN papers p ON p.id = c.response_paper_id JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
             WHERE c.task_id = $1::uuid AND c.ordinal > 0 ORDER BY c.turn, c.ordinal`,
     values: [taskId],

@@ -15,28 +15,22 @@
  */
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
-import { ImapFlow } from 'imapflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import { openSubstrate } from '@everdict/host';
-import { startIntake } from '@everdict/intake';
-import type { IntakeMailbox } from '@everdict/intake';
-import { runService } from '@everdict/service-kit';
 import type { RunningService } from '@everdict/service-kit';
 import { signBody } from '@everdict/intake-sources';
-import { TEST_AMQP_URL, readinessBudgetMs } from '@everdict/testkit';
+import { readinessBudgetMs } from '@everdict/testkit';
 import { startDovecot } from '../../libs/intake-sources/test/dovecot.js';
 import type { DovecotServer } from '../../libs/intake-sources/test/dovecot.js';
 import { closingHint, mailOrigin, replyMail } from '../../services/intake/src/channels.js';
 import { reopens } from '../../services/intake/src/threading.js';
 import { eventually, say, testConfig, turnsFixture } from '../turns/helpers.js';
 import type { TurnsFixture } from '../turns/helpers.js';
+import { COMMENT_SIGNATURE, appendMail, commentWebhook, createMailFolder, customerMail, mailsIn, runIntakeOn, testMailbox, tokenHash } from './helpers.js';
 
 const ACCOUNT = 'support@example.com';
 const REPLY_FOLDER = 'Answers';
 const TOKENS = { acme: 'channels-acme-token-01', other: 'channels-other-token-02' } as const;
-const hashOf = (t: string) => `sha256:${sha256Hex(t)}`;
 
 let server: DovecotServer;
 let fx: TurnsFixture;
@@ -48,47 +42,11 @@ let ticketUrl: string;
 const comments: { headers: Record<string, string | string[] | undefined>; body: string }[] = [];
 const ticketAnswers = [500];
 const SECRET = 'channels-webhook-secret-0123456789';
-const SCHEME = { kind: 'hmac-sha256' as const, header: 'x-signature' };
 
-const imap = async () => {
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  return c;
-};
-
-async function deliver(lines: string[]): Promise<void> {
-  const c = await imap();
-  try {
-    if ((await c.append('support', lines.join('\r\n'))) === false) throw new Error('APPEND failed');
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
-
-const mail = (id: string, subject: string, body: string, headers: string[] = []) =>
-  deliver([`From: Customer <customer@example.org>`, `To: ${ACCOUNT}`, `Subject: ${subject}`, `Message-ID: <${id}@example.org>`, ...headers, 'MIME-Version: 1.0', 'Content-Type: text/plain; charset=utf-8', '', body, '']);
+const mail = (id: string, subject: string, body: string, headers: string[] = []) => appendMail(server, 'support', customerMail(ACCOUNT, id, subject, body, headers));
 
 /** The mails in the reply folder: their Message-ID, In-Reply-To and text. */
-async function replies(): Promise<{ messageId: string; inReplyTo: string; text: string }[]> {
-  const c = await imap();
-  try {
-    if (!(await c.list()).some((f) => f.path === REPLY_FOLDER)) return [];
-    const lock = await c.getMailboxLock(REPLY_FOLDER);
-    const out: { messageId: string; inReplyTo: string; text: string }[] = [];
-    try {
-      for await (const m of c.fetch('1:*', { envelope: true, source: true })) {
-        const raw = m.source?.toString('utf8') ?? '';
-        out.push({ messageId: m.envelope?.messageId ?? '', inReplyTo: m.envelope?.inReplyTo ?? '', text: raw.split('\r\n\r\n').slice(1).join('\r\n\r\n').trim() });
-      }
-    } finally {
-      lock.release();
-    }
-    return out;
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
+const replies = async (): Promise<{ messageId: string; inReplyTo: string; text: string }[]> => (await mailsIn(server, REPLY_FOLDER)).map((m) => ({ ...m, text: m.text.trim() }));
 
 const caseOf = async (originKey: string) => (await fx.rows<{ id: string }>('SELECT id FROM cases WHERE origin_key = $1', [originKey]))[0]?.id;
 const caseRow = async (id: string) => (await fx.rows<{ state: string; state_reason: string | null }>('SELECT state, state_reason FROM cases WHERE id = $1', [id]))[0]!;
@@ -102,9 +60,7 @@ async function http(method: string, path: string, token: string): Promise<{ stat
 
 beforeAll(async () => {
   server = await startDovecot('intake-channels');
-  const c = await imap();
-  await c.mailboxCreate('support');
-  await c.logout();
+  await createMailFolder(server, 'support');
   const config: FleetConfig = {
     ...testConfig({
       routes: { answers: 'answers.json' },
@@ -112,8 +68,8 @@ beforeAll(async () => {
       caseTypes: { support: { rootProfile: 'desk', scope: { reads: 'all', writes: [], forbidden: [] } } },
     }),
     principals: {
-      acme: { tokenHash: hashOf(TOKENS.acme), roles: ['customer'], customers: ['acme'] },
-      other: { tokenHash: hashOf(TOKENS.other), roles: ['customer'], customers: ['acme'] },
+      acme: { tokenHash: tokenHash(TOKENS.acme), roles: ['customer'], customers: ['acme'] },
+      other: { tokenHash: tokenHash(TOKENS.other), roles: ['customer'], customers: ['acme'] },
     },
   };
   ticketSystem = createServer((req, res) => {
@@ -129,28 +85,12 @@ beforeAll(async () => {
   fx = await turnsFixture('intake_channels', config);
   fx.writeScript('answers', [say('Replaced the fuser; the printer prints again.')]);
   await fx.worker('channels');
-  const mailbox: IntakeMailbox = { account: ACCOUNT, mailbox: 'support', host: server.host, port: server.port, secure: false, user: server.user, pass: server.pass, caseType: 'support', customer: 'acme', startAt: 'all', wait: 'poll', pollIntervalMs: 200, replyFolder: REPLY_FOLDER };
-  service = await runService({
-    name: 'intake',
-    port: 0,
-    env: { DATABASE_URL: fx.dbUrl, AMQP_URL: TEST_AMQP_URL, LOG_LEVEL: 'error' },
-    signals: [],
-    exit: () => undefined,
-    async start(ctx) {
-      const substrate = await openSubstrate(ctx, { databaseUrl: fx.dbUrl, amqpUrl: TEST_AMQP_URL, amqpPrefix: fx.prefix, relay: false, poolSize: 8 });
-      await startIntake(ctx, substrate, config, {
-        databaseUrl: fx.dbUrl,
-        sources: {
-          webhooks: [{ name: 'tickets', caseType: 'support', secrets: [SECRET], signature: SCHEME, customer: 'acme', mapping: { kind: 'generic', id: { pointer: '/ticket/id' }, title: '/ticket/title', body: '/comment' }, replyUrl: ticketUrl }],
-          mailboxes: [mailbox],
-        },
-        mailboxLockRetryMs: 200,
-        mailboxMonitorOptions: { backoff: { baseMs: 50, maxMs: 200 } },
-        channelIntervalMs: 200,
-      });
+  ({ service, url } = await runIntakeOn(fx, config, {
+    sources: {
+      webhooks: [commentWebhook(SECRET, { replyUrl: ticketUrl })],
+      mailboxes: [testMailbox(server, ACCOUNT, 'support', { replyFolder: REPLY_FOLDER })],
     },
-  });
-  url = `http://127.0.0.1:${service.port}`;
+  }));
 }, 60_000 + readinessBudgetMs());
 afterAll(async () => {
   await service?.shutdown('test done');
@@ -199,7 +139,7 @@ describe('customer channels: resolved means the customer was told', () => {
 
   it('a webhook case: the answer is a signed ticket comment POSTed to the source’s replyUrl; a failed POST is retried', async () => {
     const body = JSON.stringify({ ticket: { id: 'T-9', title: 'VPN down' }, comment: 'The VPN is down.' });
-    const opened = await fetch(`${url}/v1/intake/tickets`, { method: 'POST', headers: { 'content-type': 'application/json', ...signBody(SCHEME, SECRET, body) }, body });
+    const opened = await fetch(`${url}/v1/intake/tickets`, { method: 'POST', headers: { 'content-type': 'application/json', ...signBody(COMMENT_SIGNATURE, SECRET, body) }, body });
     expect(opened.status).toBe(201);
     const caseId = ((await opened.json()) as { caseId: string }).caseId;
     await eventually(async () => (await caseRow(caseId)).state === 'resolved', { what: 'the webhook case resolved', timeoutMs: 30_000 });
@@ -208,7 +148,7 @@ describe('customer channels: resolved means the customer was told', () => {
     const [root] = await roots(caseId);
     for (const c of comments) {
       expect(c.headers['idempotency-key']).toBe(`told.${root!.id}`);
-      expect(c.headers['x-signature']).toBe(signBody(SCHEME, SECRET, c.body)['x-signature']);
+      expect(c.headers['x-signature']).toBe(signBody(COMMENT_SIGNATURE, SECRET, c.body)['x-signature']);
       expect(JSON.parse(c.body)).toMatchObject({ caseId, rootTaskId: root!.id, text: `Replaced the fuser; the printer prints again.\n\n-- \n${closingHint('webhook')}` });
     }
     expect(await ledgerOf(caseId, 'customer_told')).toEqual([{ channel: 'webhook', messageId: `told.${root!.id}`, rootTaskId: root!.id }]);

@@ -13,70 +13,33 @@
  *   closes it (ledger names the webhook channel); its redelivery changes nothing. A delivery
  *   naming another resolved ticket with a new comment reopens that one.
  */
-import { ImapFlow } from 'imapflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FleetConfig } from '@everdict/contracts';
-import { openSubstrate } from '@everdict/host';
-import { startIntake } from '@everdict/intake';
-import type { IntakeMailbox } from '@everdict/intake';
-import { runService } from '@everdict/service-kit';
 import type { RunningService } from '@everdict/service-kit';
 import { signBody } from '@everdict/intake-sources';
 import type { NormalisedArrival } from '@everdict/intake-sources';
-import { TEST_AMQP_URL, readinessBudgetMs } from '@everdict/testkit';
+import { readinessBudgetMs } from '@everdict/testkit';
 import { startDovecot } from '../../libs/intake-sources/test/dovecot.js';
 import type { DovecotServer } from '../../libs/intake-sources/test/dovecot.js';
 import { customerClosure } from '../../services/intake/src/threading.js';
 import { eventually, say, testConfig, turnsFixture } from '../turns/helpers.js';
 import type { TurnsFixture } from '../turns/helpers.js';
+import { COMMENT_SIGNATURE, appendMail, commentWebhook, createMailFolder, customerMail, mailsIn, runIntakeOn, testMailbox } from './helpers.js';
 
 const ACCOUNT = 'desk@example.com';
 const REPLY_FOLDER = 'Answers';
 const SECRET = 'close-webhook-secret-0123456789';
-const SCHEME = { kind: 'hmac-sha256' as const, header: 'x-signature' };
 
 let server: DovecotServer;
 let fx: TurnsFixture;
 let service: RunningService;
 let url: string;
 
-const imap = async () => {
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  return c;
-};
-
-async function mail(id: string, subject: string, body: string, headers: string[] = []): Promise<void> {
-  const lines = [`From: Customer <customer@example.org>`, `To: ${ACCOUNT}`, `Subject: ${subject}`, `Message-ID: <${id}@example.org>`, ...headers, 'MIME-Version: 1.0', 'Content-Type: text/plain; charset=utf-8', '', body, ''];
-  const c = await imap();
-  try {
-    if ((await c.append('desk', lines.join('\r\n'))) === false) throw new Error('APPEND failed');
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
+const mail = (id: string, subject: string, body: string, headers: string[] = []) => appendMail(server, 'desk', customerMail(ACCOUNT, id, subject, body, headers));
 
 /** The answer mails in the reply folder that reply to `inReplyTo`. */
-async function answersTo(inReplyTo: string): Promise<{ messageId: string; text: string }[]> {
-  const c = await imap();
-  try {
-    if (!(await c.list()).some((f) => f.path === REPLY_FOLDER)) return [];
-    const lock = await c.getMailboxLock(REPLY_FOLDER);
-    const out: { messageId: string; text: string }[] = [];
-    try {
-      for await (const m of c.fetch('1:*', { envelope: true, source: true })) {
-        if (m.envelope?.inReplyTo !== `<${inReplyTo}>`) continue;
-        out.push({ messageId: m.envelope?.messageId ?? '', text: (m.source?.toString('utf8') ?? '').split('\r\n\r\n').slice(1).join('\r\n\r\n') });
-      }
-    } finally {
-      lock.release();
-    }
-    return out;
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
+const answersTo = async (inReplyTo: string): Promise<{ messageId: string; text: string }[]> =>
+  (await mailsIn(server, REPLY_FOLDER)).filter((m) => m.inReplyTo === `<${inReplyTo}>`).map(({ messageId, text }) => ({ messageId, text }));
 
 const caseOf = async (originKey: string) => (await fx.rows<{ id: string }>('SELECT id FROM cases WHERE origin_key = $1', [originKey]))[0]?.id;
 const stateOf = async (id: string) => (await fx.rows<{ state: string }>('SELECT state FROM cases WHERE id = $1', [id]))[0]!.state;
@@ -85,7 +48,7 @@ const rootCount = async (id: string) => (await fx.rows('SELECT 1 FROM tasks WHER
 
 async function ticket(payload: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
   const body = JSON.stringify(payload);
-  const r = await fetch(`${url}/v1/intake/tickets`, { method: 'POST', headers: { 'content-type': 'application/json', ...signBody(SCHEME, SECRET, body) }, body });
+  const r = await fetch(`${url}/v1/intake/tickets`, { method: 'POST', headers: { 'content-type': 'application/json', ...signBody(COMMENT_SIGNATURE, SECRET, body) }, body });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 }
 
@@ -103,9 +66,7 @@ async function resolvedMailCase(id: string, subject: string): Promise<{ caseId: 
 
 beforeAll(async () => {
   server = await startDovecot('intake-close');
-  const c = await imap();
-  await c.mailboxCreate('desk');
-  await c.logout();
+  await createMailFolder(server, 'desk');
   const config: FleetConfig = testConfig({
     routes: { answers: 'answers.json' },
     profiles: { desk: { version: '1', route: 'answers', prompt: 'You answer support mail.', tools: ['lookup'] } },
@@ -114,29 +75,13 @@ beforeAll(async () => {
   fx = await turnsFixture('intake_close', config);
   fx.writeScript('answers', [say('Reset the password; you can log in again.')]);
   await fx.worker('close');
-  const mailbox: IntakeMailbox = { account: ACCOUNT, mailbox: 'desk', host: server.host, port: server.port, secure: false, user: server.user, pass: server.pass, caseType: 'support', customer: 'acme', startAt: 'all', wait: 'poll', pollIntervalMs: 200, replyFolder: REPLY_FOLDER };
-  service = await runService({
-    name: 'intake',
-    port: 0,
-    env: { DATABASE_URL: fx.dbUrl, AMQP_URL: TEST_AMQP_URL, LOG_LEVEL: 'error' },
-    signals: [],
-    exit: () => undefined,
-    async start(ctx) {
-      const substrate = await openSubstrate(ctx, { databaseUrl: fx.dbUrl, amqpUrl: TEST_AMQP_URL, amqpPrefix: fx.prefix, relay: false, poolSize: 8 });
-      await startIntake(ctx, substrate, config, {
-        databaseUrl: fx.dbUrl,
-        sources: {
-          // No replyUrl: the answer is stored; closing by webhook does not depend on how the customer was told.
-          webhooks: [{ name: 'tickets', caseType: 'support', secrets: [SECRET], signature: SCHEME, customer: 'acme', mapping: { kind: 'generic', id: { pointer: '/ticket/id' }, title: '/ticket/title', body: '/comment', event: '/ticket/state' } }],
-          mailboxes: [mailbox],
-        },
-        mailboxLockRetryMs: 200,
-        mailboxMonitorOptions: { backoff: { baseMs: 50, maxMs: 200 } },
-        channelIntervalMs: 200,
-      });
+  ({ service, url } = await runIntakeOn(fx, config, {
+    sources: {
+      // No replyUrl: the answer is stored; closing by webhook does not depend on how the customer was told.
+      webhooks: [commentWebhook(SECRET, { event: '/ticket/state' })],
+      mailboxes: [testMailbox(server, ACCOUNT, 'desk', { replyFolder: REPLY_FOLDER })],
     },
-  });
-  url = `http://127.0.0.1:${service.port}`;
+  }));
 }, 60_000 + readinessBudgetMs());
 afterAll(async () => {
   await service?.shutdown('test done');

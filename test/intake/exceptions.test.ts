@@ -12,8 +12,9 @@ import { randomUUID } from 'node:crypto';
 import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TEST_AMQP_URL, eventually } from '@everdict/testkit';
-import { CONSOLE_TOKENS, openAcmeCase, startConsoleNode } from './consoleNode.js';
+import { openAcmeCase, startConsoleNode } from './consoleNode.js';
 import type { ConsoleNode } from './consoleNode.js';
+import { TOKENS } from './helpers.js';
 
 let node: ConsoleNode;
 let conn: amqplib.ChannelModel;
@@ -82,7 +83,7 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     const held = await deadCount();
     expect(held).toBeGreaterThanOrEqual(1);
     for (let look = 0; look < 2; look++) {
-      const r = await get('/v1/exceptions', CONSOLE_TOKENS.olga);
+      const r = await get('/v1/exceptions', TOKENS.olga);
       expect(r.status).toBe(200);
       expect(r.body.deadLetters.available).toBe(true);
       const d = r.body.deadLetters.messages.find((m) => m.id === id);
@@ -92,8 +93,8 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     expect(await deadCount()).toBe(held);
 
     // Not an operator: neither the view nor the replay.
-    expect((await get('/v1/exceptions', CONSOLE_TOKENS.acme)).status).toBe(403);
-    expect((await post(`/v1/dead-letters/${id}/replay`, CONSOLE_TOKENS.acme)).status).toBe(403);
+    expect((await get('/v1/exceptions', TOKENS.acme)).status).toBe(403);
+    expect((await post(`/v1/dead-letters/${id}/replay`, TOKENS.acme)).status).toBe(403);
     expect(await deadCount()).toBe(held);
   });
 
@@ -101,10 +102,10 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     const dead = `${node.prefix}.turn-worker.dead`;
     const { caseId, messageId: id } = await deadLetterOfNewCase('dead-letter-replay');
     const held = await deadCount();
-    const listed = (await get('/v1/exceptions', CONSOLE_TOKENS.olga)).body.deadLetters.messages;
+    const listed = (await get('/v1/exceptions', TOKENS.olga)).body.deadLetters.messages;
     expect(listed.filter((m) => m.id === id)).toHaveLength(1);
 
-    const r = await post(`/v1/dead-letters/${id}/replay`, CONSOLE_TOKENS.olga);
+    const r = await post(`/v1/dead-letters/${id}/replay`, TOKENS.olga);
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ replayed: true, deadLetter: { id, caseId, originalQueue: `${node.prefix}.turn-worker` } });
     expect(await deadCount()).toBe(held - 1);
@@ -117,7 +118,7 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     expect(JSON.parse(m.content.toString('utf8'))).toMatchObject({ caseId, type: 'task.runnable' });
 
     // Once: it is no longer a dead letter, so a second replay (a double click) finds nothing.
-    const again = await post(`/v1/dead-letters/${id}/replay`, CONSOLE_TOKENS.olga);
+    const again = await post(`/v1/dead-letters/${id}/replay`, TOKENS.olga);
     expect(again.status).toBe(404);
     expect(again.body.error).toBe('dead_letter_not_found');
     expect((await ch.checkQueue(`${node.prefix}.turn-worker`)).messageCount).toBe(0);
@@ -146,7 +147,7 @@ describe('parked tasks, unknown outcomes, restore failures', () => {
     const callId = randomUUID();
     await node.db.query({ text: `INSERT INTO runtime_calls (id, task_id, turn, ordinal, kind, tool_name, status, fence_epoch, created_at) VALUES ($1::uuid, $2::uuid, 0, 0, 'effect', 'billing.refund', 'unknown', 0, now() - interval '10 minutes')`, values: [callId, budgetTask] });
 
-    const r = await get('/v1/exceptions', CONSOLE_TOKENS.olga);
+    const r = await get('/v1/exceptions', TOKENS.olga);
     expect(r.status).toBe(200);
     const budget = r.body.parked.find((p) => p.class === 'budget')!;
     expect(budget.tasks).toBe(1);

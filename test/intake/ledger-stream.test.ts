@@ -9,8 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Store, verifyCaseLedger, verifyChain } from '@everdict/store';
-import { CONSOLE_TOKENS, openAcmeCase, startConsoleNode } from './consoleNode.js';
+import { openAcmeCase, startConsoleNode } from './consoleNode.js';
 import type { ConsoleNode } from './consoleNode.js';
+import { TOKENS } from './helpers.js';
 
 let node: ConsoleNode;
 let store: Store;
@@ -129,7 +130,7 @@ async function append(caseId: string, n: number, label: string): Promise<void> {
 }
 
 async function ledgerPage(caseId: string): Promise<Entry[]> {
-  const r = await fetch(`${node.url}/v1/cases/${caseId}/ledger?limit=1000`, { headers: bearer(CONSOLE_TOKENS.olga) });
+  const r = await fetch(`${node.url}/v1/cases/${caseId}/ledger?limit=1000`, { headers: bearer(TOKENS.olga) });
   return ((await r.json()) as { entries: Entry[] }).entries;
 }
 
@@ -138,7 +139,7 @@ describe('live ledger over SSE', () => {
     const caseId = await openAcmeCase(node.url, 'stream-live');
     const replayed = (await ledgerPage(caseId)).length;
     expect(replayed).toBeGreaterThan(0);
-    const sse = new SseClient(streamUrl(caseId), bearer(CONSOLE_TOKENS.acme));
+    const sse = new SseClient(streamUrl(caseId), bearer(TOKENS.acme));
     try {
       await sse.until(() => sse.entries().length === replayed);
       expect(sse.status).toBe(200);
@@ -169,7 +170,7 @@ describe('live ledger over SSE', () => {
     const caseId = await openAcmeCase(node.url, 'stream-resume');
     await append(caseId, 20, 'before');
     const startAfter = 3;
-    const first = new SseClient(streamUrl(caseId, startAfter), bearer(CONSOLE_TOKENS.olga));
+    const first = new SseClient(streamUrl(caseId, startAfter), bearer(TOKENS.olga));
     // Writers keep appending — from two concurrent appenders — while the stream is cut and resumed.
     const writers = Promise.all([append(caseId, 60, 'writer-a'), append(caseId, 60, 'writer-b')]);
     await first.until(() => first.entries().length >= 30);
@@ -180,7 +181,7 @@ describe('live ledger over SSE', () => {
     const lastId = first.events.filter((e) => e.event === 'ledger').at(-1)!.id!;
 
     // The browser's reconnect: same URL (its original `after`), Last-Event-ID = the last id seen.
-    const second = new SseClient(streamUrl(caseId, startAfter), { ...bearer(CONSOLE_TOKENS.olga), 'last-event-id': lastId });
+    const second = new SseClient(streamUrl(caseId, startAfter), { ...bearer(TOKENS.olga), 'last-event-id': lastId });
     try {
       await writers;
       const head = (await verifyCaseLedger(node.db, caseId)).head!.seq;
@@ -207,7 +208,7 @@ describe('live ledger over SSE', () => {
 
   it('ends a stream whose client left; the node keeps serving', async () => {
     const caseId = await openAcmeCase(node.url, 'stream-idle');
-    const sse = new SseClient(streamUrl(caseId), bearer(CONSOLE_TOKENS.acme));
+    const sse = new SseClient(streamUrl(caseId), bearer(TOKENS.acme));
     await sse.until(() => sse.entries().length > 0);
     sse.close();
     await sse.done;
@@ -217,16 +218,16 @@ describe('live ledger over SSE', () => {
 
   it('is a 404 for another customer’s case and for an unknown case; 401 without a principal', async () => {
     const caseId = await openAcmeCase(node.url, 'stream-owned');
-    const other = await fetch(streamUrl(caseId), { headers: bearer(CONSOLE_TOKENS.globex) });
+    const other = await fetch(streamUrl(caseId), { headers: bearer(TOKENS.globex) });
     expect(other.status).toBe(404);
     expect(((await other.json()) as { error: string }).error).toBe('case_not_found');
-    const unknown = await fetch(streamUrl('00000000-0000-4000-8000-000000000000'), { headers: bearer(CONSOLE_TOKENS.olga) });
+    const unknown = await fetch(streamUrl('00000000-0000-4000-8000-000000000000'), { headers: bearer(TOKENS.olga) });
     expect(unknown.status).toBe(404);
     await unknown.text();
     const anon = await fetch(streamUrl(caseId));
     expect(anon.status).toBe(401);
     await anon.text();
-    const bad = await fetch(`${streamUrl(caseId)}`, { headers: { ...bearer(CONSOLE_TOKENS.acme), 'last-event-id': 'abc' } });
+    const bad = await fetch(`${streamUrl(caseId)}`, { headers: { ...bearer(TOKENS.acme), 'last-event-id': 'abc' } });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { field: string }).field).toBe('Last-Event-ID');
   });
@@ -234,7 +235,7 @@ describe('live ledger over SSE', () => {
   // Last: it stops the node.
   it('ends open streams when the node drains, so shutdown is not held up by a client', async () => {
     const caseId = await openAcmeCase(node.url, 'stream-drain');
-    const sse = new SseClient(streamUrl(caseId), bearer(CONSOLE_TOKENS.acme));
+    const sse = new SseClient(streamUrl(caseId), bearer(TOKENS.acme));
     await sse.until(() => sse.entries().length > 0);
     const t0 = performance.now();
     await node.stop();

@@ -4,7 +4,6 @@
  * replicas only the advisory-lock holder monitors, and when it goes away the other takes over
  * from the stored cursor without ingesting anything twice.
  */
-import { ImapFlow } from 'imapflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MailboxSupervisor, caseSink } from '@everdict/intake';
 import type { IntakeMailbox } from '@everdict/intake';
@@ -13,7 +12,7 @@ import { Store } from '@everdict/store';
 import { eventually } from '@everdict/testkit';
 import { startDovecot } from '../../libs/intake-sources/test/dovecot.js';
 import type { DovecotServer } from '../../libs/intake-sources/test/dovecot.js';
-import { count, fleetConfig, startFixture } from './helpers.js';
+import { appendMail, count, createMailFolder, customerMail, fleetConfig, startFixture, testMailbox } from './helpers.js';
 import type { IntakeFixture } from './helpers.js';
 
 const ACCOUNT = 'support@example.com';
@@ -21,29 +20,15 @@ let server: DovecotServer;
 let f: IntakeFixture;
 let mailbox: IntakeMailbox;
 
-async function deliver(id: string, subject: string): Promise<void> {
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  try {
-    const raw = [`From: Customer <customer@example.org>`, `To: ${ACCOUNT}`, `Subject: ${subject}`, `Message-ID: <${id}@example.org>`, 'MIME-Version: 1.0', 'Content-Type: text/plain; charset=utf-8', '', `Body of ${id}.`, ''].join('\r\n');
-    if ((await c.append('support', raw)) === false) throw new Error('APPEND failed');
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
+const deliver = (id: string, subject: string) => appendMail(server, 'support', customerMail(ACCOUNT, id, subject, `Body of ${id}.`));
 
 const mailCases = () => count(f.db, "SELECT 1 FROM cases WHERE origin_key LIKE 'mail:%'");
 
 beforeAll(async () => {
   server = await startDovecot('intake-mailbox');
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  await c.mailboxCreate('support');
-  await c.logout();
+  await createMailFolder(server, 'support');
   await deliver('m-1', 'Printer on fire');
-  mailbox = { account: ACCOUNT, mailbox: 'support', host: server.host, port: server.port, secure: false, user: server.user, pass: server.pass, caseType: 'support', customer: 'acme', startAt: 'all', wait: 'poll', pollIntervalMs: 200 };
+  mailbox = testMailbox(server, ACCOUNT, 'support');
   f = await startFixture('intake-mailbox', { sources: { webhooks: [], mailboxes: [mailbox] }, mailboxLockRetryMs: 200, mailboxMonitorOptions: { backoff: { baseMs: 50, maxMs: 200 } } });
 });
 afterAll(async () => {

@@ -13,25 +13,21 @@
  *   an operator acts, the customer's next action is refused.
  * - Two principals acting first at once: exactly one becomes the controller.
  */
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import amqplib from 'amqplib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sha256Hex } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
-import { deleteTopology, loadTopology } from '@everdict/bus';
 import { SESSION_HANDOVER_CHANNEL, createPgDb } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freePort, freshDatabase, readinessBudgetMs } from '@everdict/testkit';
-import { call, count } from './helpers.js';
+import { TEST_AMQP_URL, amqpPrefix, eventually, freePort, freshDatabase, startEverdictNode } from '@everdict/testkit';
+import type { EverdictNode } from '@everdict/testkit';
+import { call, count, deletePrefixTopology, tokenHash } from './helpers.js';
 
 const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const TOKENS = { acme: 'sessions-acme-token-01', ann: 'sessions-ann-token-02', olga: 'sessions-olga-token-03', oscar: 'sessions-oscar-token-04' } as const;
-const hashOf = (t: string) => `sha256:${sha256Hex(t)}`;
 
 function fleet(): FleetConfig {
   return {
@@ -40,11 +36,11 @@ function fleet(): FleetConfig {
     profiles: { p: { version: '1', route: 'r', prompt: 'sessions test', budget: { maxActiveMinutes: 30 } } },
     caseTypes: { support: { rootProfile: 'p', scope: { reads: 'all', writes: [], forbidden: [] } } },
     principals: {
-      acme: { tokenHash: hashOf(TOKENS.acme), roles: ['customer'], customers: ['acme'] },
+      acme: { tokenHash: tokenHash(TOKENS.acme), roles: ['customer'], customers: ['acme'] },
       // Sees acme's cases, operates none it does not control, cannot take over.
-      ann: { tokenHash: hashOf(TOKENS.ann), roles: ['support'], customers: ['acme'] },
-      olga: { tokenHash: hashOf(TOKENS.olga), roles: ['operator'] },
-      oscar: { tokenHash: hashOf(TOKENS.oscar), roles: ['operator'] },
+      ann: { tokenHash: tokenHash(TOKENS.ann), roles: ['support'], customers: ['acme'] },
+      olga: { tokenHash: tokenHash(TOKENS.olga), roles: ['operator'] },
+      oscar: { tokenHash: tokenHash(TOKENS.oscar), roles: ['operator'] },
     },
   };
 }
@@ -52,9 +48,8 @@ function fleet(): FleetConfig {
 const prefix = amqpPrefix('intake_sessions');
 let drop: (() => Promise<void>) | undefined;
 let db: Db;
-let child: ChildProcess;
+let node: EverdictNode | undefined;
 let url: string;
-let output = '';
 
 beforeAll(async () => {
   const database = await freshDatabase('intake_sessions');
@@ -62,31 +57,18 @@ beforeAll(async () => {
   db = createPgDb(database.url, { max: 3 });
   const dir = mkdtempSync(join(tmpdir(), 'everdict-sessions-'));
   writeFileSync(join(dir, 'fleet.json'), JSON.stringify(fleet()));
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  child = spawn(process.execPath, everdictStartArgs(['intake']), {
-    cwd: REPO,
-    env: { ...process.env, DATABASE_URL: database.url, AMQP_URL: TEST_AMQP_URL, EVERDICT_CONFIG: join(dir, 'fleet.json'), EVERDICT_AMQP_PREFIX: prefix, PORT: String(port), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  node = await startEverdictNode({
+    services: ['intake'],
+    port: await freePort(),
+    env: { DATABASE_URL: database.url, AMQP_URL: TEST_AMQP_URL, EVERDICT_CONFIG: join(dir, 'fleet.json'), EVERDICT_AMQP_PREFIX: prefix },
   });
-  child.stdout!.on('data', (b: Buffer) => (output += b.toString('utf8')));
-  child.stderr!.on('data', (b: Buffer) => (output += b.toString('utf8')));
-  await eventually(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, { timeoutMs: readinessBudgetMs(), what: 'intake ready' }).catch((err: unknown) => {
-    throw new Error(`${String(err)}\n${output.slice(-3000)}`);
-  });
+  url = node.url;
 }, 120_000);
 
 afterAll(async () => {
-  if (child && child.exitCode === null) {
-    const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await exited;
-  }
+  await node?.stop();
   await db?.close();
-  const conn = await amqplib.connect(TEST_AMQP_URL);
-  const ch = await conn.createChannel();
-  await deleteTopology(ch, loadTopology({ prefix }));
-  await conn.close();
+  await deletePrefixTopology(prefix);
   await drop?.();
 });
 
@@ -168,7 +150,7 @@ describe('sessions: one controller at a time, takeover by an operator', () => {
     const again = await call(url, 'POST', `/v1/cases/${caseId}/session/takeover`, { token: TOKENS.oscar, body: { reason: 'again' } });
     expect(again.body).toMatchObject({ handedOver: false });
     expect(await ledgerOf(caseId, 'session_handover')).toHaveLength(1);
-    expect(output).not.toContain(TOKENS.oscar);
+    expect(node!.output()).not.toContain(TOKENS.oscar);
   });
 
   it('lets the customer act before any operator controls the case, and refuses it after', async () => {

@@ -9,10 +9,8 @@
  * - A webhook naming an existing origin key (a comment on the same ticket) appends to that case
  *   as a new input instead of opening a second; its redelivery appends nothing.
  */
-import { ImapFlow } from 'imapflow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MailboxSupervisor, caseSink } from '@everdict/intake';
-import type { IntakeMailbox } from '@everdict/intake';
 import { createWebhookHandler, signBody } from '@everdict/intake-sources';
 import type { WebhookHandler } from '@everdict/intake-sources';
 import { createLogger } from '@everdict/service-kit';
@@ -22,31 +20,18 @@ import type { DovecotServer } from '../../libs/intake-sources/test/dovecot.js';
 import { recordSentMessageId, replyTargets, replyText } from '../../services/intake/src/threading.js';
 import { call, eventually, say, testConfig, turnsFixture } from '../turns/helpers.js';
 import type { TurnsFixture } from '../turns/helpers.js';
+import { COMMENT_SIGNATURE, appendMail, commentWebhook, createMailFolder, customerMail, testMailbox } from './helpers.js';
 
 const ACCOUNT = 'support@example.com';
 const QUESTION = { gap: 'which printer', checked: 'the ticket', dependsOn: 'the fix', alternatives: ['x', 'y'], decisionNeeded: 'pick a printer' };
 const SECRET = 'threading-webhook-secret-0123456789';
-const SCHEME = { kind: 'hmac-sha256' as const, header: 'x-signature' };
 
 let server: DovecotServer;
 let fx: TurnsFixture;
 let supervisor: MailboxSupervisor;
 let webhooks: WebhookHandler;
 
-async function deliver(lines: string[]): Promise<void> {
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  try {
-    const raw = lines.join('\r\n');
-    if ((await c.append('support', raw)) === false) throw new Error('APPEND failed');
-  } finally {
-    await c.logout().catch(() => c.close());
-  }
-}
-
-const mail = (id: string, subject: string, body: string, headers: string[] = []) =>
-  deliver([`From: Customer <customer@example.org>`, `To: ${ACCOUNT}`, `Subject: ${subject}`, `Message-ID: <${id}@example.org>`, ...headers, 'MIME-Version: 1.0', 'Content-Type: text/plain; charset=utf-8', '', body, '']);
+const mail = (id: string, subject: string, body: string, headers: string[] = []) => appendMail(server, 'support', customerMail(ACCOUNT, id, subject, body, headers));
 
 const caseOf = async (originKey: string) => (await fx.rows<{ id: string }>('SELECT id FROM cases WHERE origin_key = $1', [originKey]))[0]?.id;
 const rootOf = async (caseId: string) => (await fx.rows<{ id: string; state: string; park_reason: string | null }>('SELECT id, state, park_reason FROM tasks WHERE case_id = $1 AND parent_id IS NULL', [caseId]))[0]!;
@@ -54,11 +39,7 @@ const countOf = async (text: string, values: unknown[] = []) => (await fx.rows<{
 
 beforeAll(async () => {
   server = await startDovecot('intake-threading');
-  const c = new ImapFlow({ host: server.host, port: server.port, secure: false, auth: { user: server.user, pass: server.pass }, logger: false });
-  c.on('error', () => undefined);
-  await c.connect();
-  await c.mailboxCreate('support');
-  await c.logout();
+  await createMailFolder(server, 'support');
   fx = await turnsFixture(
     'intake_threading',
     testConfig({
@@ -71,11 +52,10 @@ beforeAll(async () => {
   fx.writeScript('asks', [call(['wait', { for: 'question', reason: 'need the printer', question: QUESTION }]), say('fixed the chosen printer')]);
   await fx.worker('threading');
   const sink = caseSink({ store: fx.store, fleet: () => fx.config, caseType: 'support', customer: 'acme' });
-  const mailbox: IntakeMailbox = { account: ACCOUNT, mailbox: 'support', host: server.host, port: server.port, secure: false, user: server.user, pass: server.pass, caseType: 'support', customer: 'acme', startAt: 'all', wait: 'poll', pollIntervalMs: 200 };
-  supervisor = new MailboxSupervisor([mailbox], { databaseUrl: fx.dbUrl, db: fx.db, sinkFor: () => sink, logger: createLogger({ service: 'threading-test', level: 'error' }), lockRetryMs: 200, monitorOptions: { backoff: { baseMs: 50, maxMs: 200 } } });
+  supervisor = new MailboxSupervisor([testMailbox(server, ACCOUNT, 'support')], { databaseUrl: fx.dbUrl, db: fx.db, sinkFor: () => sink, logger: createLogger({ service: 'threading-test', level: 'error' }), lockRetryMs: 200, monitorOptions: { backoff: { baseMs: 50, maxMs: 200 } } });
   supervisor.start();
   webhooks = createWebhookHandler({
-    sources: [{ name: 'tickets', secrets: [SECRET], signature: SCHEME, customer: 'acme', mapping: { kind: 'generic', id: { pointer: '/ticket/id' }, title: '/ticket/title', body: '/comment' } }],
+    sources: [commentWebhook(SECRET)],
     sink,
   });
 }, 60_000 + readinessBudgetMs());
@@ -126,7 +106,7 @@ describe('threading: a reply appends to its case', () => {
   it('a webhook naming an existing origin key appends to that case; its redelivery appends nothing', async () => {
     const send = async (payload: unknown) => {
       const body = JSON.stringify(payload);
-      return webhooks.handle({ source: 'tickets', headers: signBody(SCHEME, SECRET, body), rawBody: body });
+      return webhooks.handle({ source: 'tickets', headers: signBody(COMMENT_SIGNATURE, SECRET, body), rawBody: body });
     };
     const opened = await send({ ticket: { id: 'T-77', title: 'VPN down' }, comment: 'The VPN is down since noon.' });
     expect(opened).toMatchObject({ status: 201, created: true });

@@ -8,9 +8,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '@everdict/contracts';
-import { CONSOLE_TOKENS, startConsoleNode } from './consoleNode.js';
+import { startConsoleNode } from './consoleNode.js';
 import type { ConsoleNode } from './consoleNode.js';
-import { count } from './helpers.js';
+import { TOKENS, count } from './helpers.js';
 
 let node: ConsoleNode;
 
@@ -58,7 +58,7 @@ async function session(token: string): Promise<{ session: string; csrf: string }
 
 describe('console sign-in: token → session cookie', () => {
   it('sets an HttpOnly SameSite=Strict session cookie and a readable CSRF cookie, storing only hashes', async () => {
-    const s = await signIn(CONSOLE_TOKENS.olga);
+    const s = await signIn(TOKENS.olga);
     expect(s.status).toBe(204);
     const sid = s.cookies.get('everdict_session')!;
     const csrf = s.cookies.get('everdict_csrf')!;
@@ -79,7 +79,7 @@ describe('console sign-in: token → session cookie', () => {
   });
 
   it('marks the cookies Secure when the request came over TLS (a terminating proxy says so)', async () => {
-    const s = await signIn(CONSOLE_TOKENS.olga, { 'x-forwarded-proto': 'https' });
+    const s = await signIn(TOKENS.olga, { 'x-forwarded-proto': 'https' });
     expect(s.cookies.get('everdict_session')!.attrs).toContain('secure');
     expect(s.cookies.get('everdict_csrf')!.attrs).toContain('secure');
   });
@@ -94,7 +94,7 @@ describe('console sign-in: token → session cookie', () => {
   });
 
   it('GET /v1/session names the principal, its roles and customers (401 without a session)', async () => {
-    const s = await session(CONSOLE_TOKENS.acme);
+    const s = await session(TOKENS.acme);
     const me = await asBrowser('GET', '/v1/session', s);
     expect(me.status).toBe(200);
     expect(me.body).toEqual({ principal: 'acme', roles: ['customer'], customers: ['acme'] });
@@ -107,14 +107,14 @@ describe('console sign-in: token → session cookie', () => {
 
 describe('the session authenticates every route of the node; mutations need the CSRF token', () => {
   it('reads intake and gate routes with the cookie alone', async () => {
-    const s = await session(CONSOLE_TOKENS.olga);
+    const s = await session(TOKENS.olga);
     expect((await asBrowser('GET', '/v1/cases', s)).status).toBe(200);
     expect((await asBrowser('GET', '/v1/gates', s)).status).toBe(200);
     expect((await asBrowser('GET', '/v1/fleet', s)).status).toBe(200);
   });
 
   it('refuses a cookie-authenticated POST without, or with a wrong, X-CSRF-Token — and writes nothing', async () => {
-    const s = await session(CONSOLE_TOKENS.acme);
+    const s = await session(TOKENS.acme);
     const body = { caseType: 'support', title: 'csrf probe', originKey: 'csrf-probe' };
     const none = await asBrowser('POST', '/v1/cases', s, { body });
     expect(none.status).toBe(403);
@@ -122,7 +122,7 @@ describe('the session authenticates every route of the node; mutations need the 
     const wrong = await asBrowser('POST', '/v1/cases', s, { body, csrfHeader: 'A'.repeat(43) });
     expect(wrong.status).toBe(403);
     // Another session's CSRF token (valid, but not this session's) is refused as well.
-    const other = await session(CONSOLE_TOKENS.acme);
+    const other = await session(TOKENS.acme);
     const crossed = await asBrowser('POST', '/v1/cases', { session: s.session, csrf: other.csrf }, { body, csrfHeader: other.csrf });
     expect(crossed.status).toBe(403);
     expect(await count(node.db, `SELECT 1 FROM cases WHERE title = 'csrf probe'`)).toBe(0);
@@ -139,14 +139,14 @@ describe('the session authenticates every route of the node; mutations need the 
   it('needs no CSRF token for a bearer request', async () => {
     const r = await fetch(`${node.url}/v1/cases`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${CONSOLE_TOKENS.acme}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${TOKENS.acme}`, 'content-type': 'application/json' },
       body: JSON.stringify({ caseType: 'support', title: 'bearer write', originKey: 'bearer-write' }),
     });
     expect(r.status).toBe(201);
   });
 
   it('never falls back to the cookie when a bearer header is present but unknown', async () => {
-    const s = await session(CONSOLE_TOKENS.olga);
+    const s = await session(TOKENS.olga);
     const r = await fetch(`${node.url}/v1/cases`, { headers: { authorization: 'Bearer unknown-token-123', cookie: `everdict_session=${s.session}` } });
     expect(r.status).toBe(401);
   });
@@ -154,7 +154,7 @@ describe('the session authenticates every route of the node; mutations need the 
 
 describe('sign-out and expiry end the session on the server', () => {
   it('DELETE /v1/session needs the CSRF token, revokes the session and clears both cookies', async () => {
-    const s = await session(CONSOLE_TOKENS.olga);
+    const s = await session(TOKENS.olga);
     expect((await asBrowser('DELETE', '/v1/session', s)).status).toBe(403);
     expect((await asBrowser('GET', '/v1/session', s)).status).toBe(200);
     const out = await asBrowser('DELETE', '/v1/session', s, { csrfHeader: s.csrf });
@@ -172,7 +172,7 @@ describe('sign-out and expiry end the session on the server', () => {
   });
 
   it('refuses a session past its expiry (database clock)', async () => {
-    const s = await session(CONSOLE_TOKENS.olga);
+    const s = await session(TOKENS.olga);
     expect((await asBrowser('GET', '/v1/cases', s)).status).toBe(200);
     await node.db.query({ text: `UPDATE web_sessions SET created_at = now() - interval '13 hours', expires_at = now() - interval '1 hour' WHERE id_hash = $1`, values: [`sha256:${sha256Hex(s.session)}`] });
     const r = await asBrowser('GET', '/v1/cases', s);

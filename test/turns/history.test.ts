@@ -3,8 +3,11 @@
  * - a 100-turn agent with distinct 2 KB tool results stores O(1) bytes per turn: the rows its
  *   turns 91–100 write are no bigger than 1.5 × those of turns 1–10 (each message's bytes are
  *   stored once, as a history block; the request and state papers are small manifests);
+ * - a tool call's long text is stored ONCE (migration 0022): the model response, the call's
+ *   request and result papers and the two conversation blocks that carry it all name the same
+ *   span block, and each of them reassembles into the bytes its hash was recorded for;
  * - the request and state papers reassemble into the exact bytes their hashes were recorded for;
- * - a deleted or corrupted block parks the next activation `restore_failed` (never a crash or a
+ * - a deleted or corrupted block (a conversation block or a span block) parks the next activation `restore_failed` (never a crash or a
  *   failure), and nothing is asked of the model;
  * - compaction triggers on the context's size against the route's window, keeping the pending
  *   work (§6 preservation check); a provider's context_too_long parks the task, never fails it.
@@ -25,6 +28,7 @@ describe('content-addressed history', () => {
   let fx: TurnsFixture;
   let w: WorkerProc;
   let modelLog: string;
+  const records = Array.from({ length: TURNS }, distinct2k);
   beforeAll(async () => {
     const config = testConfig({
       routes: { long: 'long.json', hold: 'hold.json', small: 'small.json', toolong: 'toolong.json' },
@@ -49,7 +53,7 @@ describe('content-addressed history', () => {
     // scripted model picks its step by the assistant messages it is shown).
     config.routes.long = { ...config.routes.long!, contextWindowTokens: 1_000_000 };
     fx = await turnsFixture('turns_history', config);
-    fx.writeScript('long', [...Array.from({ length: TURNS }, (): ScriptStep => call(['echo', { record: distinct2k() }])), say('read them all')]);
+    fx.writeScript('long', [...records.map((record): ScriptStep => call(['echo', { record }])), say('read them all')]);
     fx.writeScript('hold', [call(['echo', { record: distinct2k() }]), call(['echo', { record: distinct2k() }]), call(['wait', { for: 'question', reason: 'need a decision', question: QUESTION }]), say('done')]);
     // (The scripted model picks its step by the assistant messages it is shown, so after a
     // compaction it repeats steps; the budget ends the run.)
@@ -128,9 +132,37 @@ describe('content-addressed history', () => {
     for (const s of states) expect(contentHash(s.doc!)).toBe(s.state_hash);
     // Each message is one block: the objective, then an assistant message and a tool result a
     // turn, and the final answer; plus ONE tail block, the request suffix (prompt, tool schemas,
-    // route) every request of the agent shares.
-    const [blocks] = await fx.rows<{ n: number; tails: number }>('SELECT count(*)::int AS n, (count(*) FILTER (WHERE prev IS NULL))::int AS tails FROM history_blocks WHERE case_id = $1', [caseId]);
-    expect(blocks).toEqual({ n: 1 + 2 * TURNS + 1 + 1, tails: 2 }); // the objective's block has no prev either
+    // route) every request of the agent shares; plus one span block a turn, its 2 KB record,
+    // which the turn's assistant message and tool result (stored as spans manifests) name.
+    const [blocks] = await fx.rows<{ n: number; unchained: number; spanned: number }>(
+      `SELECT count(*)::int AS n, (count(*) FILTER (WHERE prev IS NULL))::int AS unchained, (count(*) FILTER (WHERE layout = 'spans.v1'))::int AS spanned
+         FROM history_blocks WHERE case_id = $1`,
+      [caseId],
+    );
+    expect(blocks).toEqual({ n: 1 + 2 * TURNS + 1 + 1 + TURNS, unchained: 2 + TURNS, spanned: 2 * TURNS }); // the objective's block has no prev either
+    // Every tool call's request and result paper, and every model response, reassembles into
+    // the bytes its recorded hash names.
+    const calls = await fx.rows<{ ordinal: number; request_hash: string; response_hash: string; rq: Buffer | null; rs: Buffer | null; rq_layout: string | null; rs_layout: string | null }>(
+      `SELECT c.ordinal, c.request_hash, c.response_hash, paper_document(rq.paper_id, rq.revision) AS rq, paper_document(rs.paper_id, rs.revision) AS rs, rq.layout AS rq_layout, rs.layout AS rs_layout
+         FROM runtime_calls c
+         JOIN papers pq ON pq.id = c.request_paper_id JOIN paper_revisions rq ON rq.paper_id = pq.id AND rq.revision = pq.head_revision
+         JOIN papers ps ON ps.id = c.response_paper_id JOIN paper_revisions rs ON rs.paper_id = ps.id AND rs.revision = ps.head_revision
+        WHERE c.task_id = $1 ORDER BY c.turn, c.ordinal`,
+      [taskId],
+    );
+    expect(calls.length).toBe(2 * TURNS + 1);
+    for (const c of calls) {
+      expect(contentHash(c.rq!)).toBe(c.request_hash);
+      expect(contentHash(c.rs!)).toBe(c.response_hash);
+    }
+    expect(calls.filter((c) => c.ordinal > 0).every((c) => c.rq_layout === 'spans.v1' && c.rs_layout === 'spans.v1')).toBe(true);
+    // Each record's bytes are stored once: in its span block, in no paper and no other block.
+    const [stored] = await fx.rows<{ in_blocks: number; in_papers: number }>(
+      `SELECT (SELECT count(*) FROM history_blocks b, unnest($2::text[]) AS t(x) WHERE b.case_id = $1 AND position(convert_to(t.x, 'UTF8') IN b.bytes) > 0)::int AS in_blocks,
+              (SELECT count(*) FROM paper_revisions r JOIN papers p ON p.id = r.paper_id, unnest($2::text[]) AS t(x) WHERE p.case_id = $1 AND position(convert_to(t.x, 'UTF8') IN r.bytes) > 0)::int AS in_papers`,
+      [caseId, records],
+    );
+    expect(stored).toEqual({ in_blocks: TURNS, in_papers: 0 });
     expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
   }, 180_000);
 
@@ -154,13 +186,23 @@ describe('content-addressed history', () => {
   }
 
   // The block of the first tool result: a middle link of the chain every later paper names.
-  const FIRST_RESULT = `(SELECT hash FROM history_blocks WHERE case_id = $1 AND convert_from(bytes, 'UTF8') LIKE '{"callId":%' ORDER BY created_at, hash LIMIT 1)`;
+  const FIRST_RESULT = `(SELECT hash FROM history_blocks WHERE case_id = $1 AND convert_from(spans_document(case_id, bytes), 'UTF8') LIKE '{"callId":%' ORDER BY created_at, hash LIMIT 1)`;
+  // The span block of the first record (2 048 base64 characters), which that tool result names.
+  const FIRST_SPAN = `(SELECT hash FROM history_blocks WHERE case_id = $1 AND prev IS NULL AND layout IS NULL AND octet_length(bytes) = 2048 ORDER BY created_at, hash LIMIT 1)`;
   it('a deleted history block parks the next activation restore_failed (paper_missing)', async () => {
     await damagedRestore(`DELETE FROM history_blocks WHERE case_id = $1 AND hash = ${FIRST_RESULT}`, 'paper_missing');
   }, 60_000);
 
   it('a corrupted history block parks the next activation restore_failed (paper_corrupt)', async () => {
     await damagedRestore(`UPDATE history_blocks SET bytes = convert_to(replace(convert_from(bytes, 'UTF8'), '"record', '"forged'), 'UTF8') WHERE case_id = $1 AND hash = ${FIRST_RESULT}`, 'paper_corrupt');
+  }, 60_000);
+
+  it('a deleted span block parks the next activation restore_failed (paper_missing)', async () => {
+    await damagedRestore(`DELETE FROM history_blocks WHERE case_id = $1 AND hash = ${FIRST_SPAN}`, 'paper_missing');
+  }, 60_000);
+
+  it('a corrupted span block parks the next activation restore_failed (paper_corrupt)', async () => {
+    await damagedRestore(`UPDATE history_blocks SET bytes = set_byte(bytes, 0, CASE get_byte(bytes, 0) WHEN 65 THEN 66 ELSE 65 END) WHERE case_id = $1 AND hash = ${FIRST_SPAN}`, 'paper_corrupt');
   }, 60_000);
 
   it('the context is compacted by its size against the route window, keeping the pending work', async () => {

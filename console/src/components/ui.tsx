@@ -142,3 +142,34 @@ export function Short(props: { value: string; testId?: string }) {
     </code>
   );
 }
+
+/** A case's short id, linking to its page. */
+export function CaseLink(props: { id: string; testId?: string }) {
+  return (
+    <Link to={`/cases/${props.id}`} testId={props.testId}>
+      <Short value={props.id} />
+    </Link>
+  );
+}
+
+/** A gate's short id, linking to its page. */
+export function GateLink(props: { id: string; testId?: string }) {
+  return (
+    <Link to={`/gates/${props.id}`} testId={props.testId}>
+      <Short value={props.id} />
+    </Link>
+  );
+}
+
+/** A table's header row: one cell per column name (an empty name leaves its cell blank). */
+export function TableHead(props: { columns: readonly string[] }) {
+  return (
+    <thead>
+      <tr>
+        {props.columns.map((c, i) => (
+          <th key={i}>{c}</th>
+        ))}
+      </tr>
+    </thead>
+  );
+}

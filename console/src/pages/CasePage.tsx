@@ -7,7 +7,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { FormEvent } from 'react';
 import { api } from '../api.js';
 import type { ApiError, CaseDetail, CaseGate, CostTotals, LedgerEntry, Question, TaskNode, TaskPlan } from '../api.js';
-import { Badge, Empty, ErrorBox, Json, Link, NotFound, Section, Short, Time } from '../components/ui.js';
+import { Badge, Empty, ErrorBox, GateLink, Json, NotFound, Section, Short, TableHead, Time } from '../components/ui.js';
 import { gapsOf, linkedToPrevious } from '../ledgerTimeline.js';
 import { useApi } from '../useApi.js';
 import { useLedgerStream } from '../useLedgerStream.js';
@@ -173,14 +173,7 @@ function latestSteps(p: TaskPlan): CaseDetail['plan'] {
 function StepTable(props: { steps: CaseDetail['plan'] }) {
   return (
     <table className="table compact">
-      <thead>
-        <tr>
-          <th>Step</th>
-          <th>Title</th>
-          <th>After</th>
-          <th>Status</th>
-        </tr>
-      </thead>
+      <TableHead columns={['Step', 'Title', 'After', 'Status']} />
       <tbody>
         {props.steps.map((s) => (
           <tr key={`${s.taskId ?? ''}/${s.stepId}`} data-testid="plan-step">
@@ -205,23 +198,12 @@ function Gates(props: { gates: readonly CaseGate[] }) {
   if (props.gates.length === 0) return <Empty>No gate.</Empty>;
   return (
     <table className="table compact">
-      <thead>
-        <tr>
-          <th>Gate</th>
-          <th>Operation</th>
-          <th>Class</th>
-          <th>Decisions</th>
-          <th>State</th>
-          <th>Opened</th>
-        </tr>
-      </thead>
+      <TableHead columns={['Gate', 'Operation', 'Class', 'Decisions', 'State', 'Opened']} />
       <tbody>
         {props.gates.map((g) => (
           <tr key={g.id} data-testid="case-gate" data-gate-id={g.id} data-state={g.state}>
             <td>
-              <Link to={`/gates/${g.id}`} testId="gate-link">
-                <Short value={g.id} />
-              </Link>
+              <GateLink id={g.id} testId="gate-link" />
             </td>
             <td>
               <code>{g.operation}</code>
@@ -313,15 +295,7 @@ function Papers(props: { papers: readonly Record<string, unknown>[] }) {
   if (props.papers.length === 0) return <Empty>No paper.</Empty>;
   return (
     <table className="table compact">
-      <thead>
-        <tr>
-          <th>Paper</th>
-          <th>Kind</th>
-          <th>Revision</th>
-          <th>Content</th>
-          <th>Provenance</th>
-        </tr>
-      </thead>
+      <TableHead columns={['Paper', 'Kind', 'Revision', 'Content', 'Provenance']} />
       <tbody>
         {props.papers.map((p) => {
           const prov = (p['provenance'] ?? {}) as { calls?: { callId: string; kind: string; toolName: string | null; as: string }[]; gates?: string[] };
@@ -340,9 +314,7 @@ function Papers(props: { papers: readonly Record<string, unknown>[] }) {
                 {(prov.gates ?? []).map((g) => (
                   <div key={g}>
                     packet of gate{' '}
-                    <Link to={`/gates/${g}`}>
-                      <Short value={g} />
-                    </Link>
+                    <GateLink id={g} />
                   </div>
                 ))}
                 {(prov.calls ?? []).length + (prov.gates ?? []).length === 0 ? '—' : null}

@@ -8,7 +8,7 @@
 import { useState } from 'react';
 import type { FormEvent } from 'react';
 import type { CaseSummary } from '../api.js';
-import { Badge, Empty, ErrorBox, Link, Short, age } from '../components/ui.js';
+import { Badge, CaseLink, Empty, ErrorBox, TableHead, age } from '../components/ui.js';
 import { navigate, useLocation } from '../router.js';
 import { useApi } from '../useApi.js';
 
@@ -99,25 +99,12 @@ export function CasesPage() {
       {reply?.ok ? (
         <>
           <table className="table" data-testid="cases-table">
-            <thead>
-              <tr>
-                <th>Case</th>
-                <th>Title</th>
-                <th>Type</th>
-                <th>Customer</th>
-                <th>State</th>
-                <th>Park reason</th>
-                <th>In state</th>
-                <th>Opened</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Case', 'Title', 'Type', 'Customer', 'State', 'Park reason', 'In state', 'Opened']} />
             <tbody>
               {rows.map((c) => (
                 <tr key={c.caseId} data-testid="case-row" data-case-id={c.caseId}>
                   <td>
-                    <Link to={`/cases/${c.caseId}`}>
-                      <Short value={c.caseId} />
-                    </Link>
+                    <CaseLink id={c.caseId} />
                   </td>
                   <td>{c.title}</td>
                   <td>{c.caseType}</td>

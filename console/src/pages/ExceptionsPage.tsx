@@ -7,7 +7,7 @@
 import { useState } from 'react';
 import type { FormEvent } from 'react';
 import { api } from '../api.js';
-import { Empty, ErrorBox, Json, Link, Section, Short, Time } from '../components/ui.js';
+import { CaseLink, Empty, ErrorBox, Json, Section, Short, TableHead, Time } from '../components/ui.js';
 import { useApi } from '../useApi.js';
 
 interface ExceptionsView {
@@ -50,14 +50,7 @@ export function ExceptionsPage() {
           <Empty>No parked task.</Empty>
         ) : (
           <table className="table compact">
-            <thead>
-              <tr>
-                <th>Class</th>
-                <th>Tasks</th>
-                <th>Oldest</th>
-                <th>Oldest tasks</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Class', 'Tasks', 'Oldest', 'Oldest tasks']} />
             <tbody>
               {x.parked.map((p) => (
                 <tr key={p.class} data-testid="parked-class">
@@ -67,9 +60,7 @@ export function ExceptionsPage() {
                   <td className="small">
                     {p.oldest.slice(0, 5).map((t) => (
                       <div key={t.taskId}>
-                        <Link to={`/cases/${t.caseId}`}>
-                          <Short value={t.caseId} />
-                        </Link>{' '}
+                        <CaseLink id={t.caseId} />{' '}
                         {t.customer} · {ageText(t.ageSeconds)}
                       </div>
                     ))}
@@ -89,9 +80,7 @@ export function ExceptionsPage() {
               <li key={u.callId} data-testid="unknown-outcome">
                 <p>
                   <code>{u.operation}</code> · call <Short value={u.callId} /> · case{' '}
-                  <Link to={`/cases/${u.caseId}`}>
-                    <Short value={u.caseId} />
-                  </Link>{' '}
+                  <CaseLink id={u.caseId} />{' '}
                   · {u.status} · {ageText(u.ageSeconds)}
                 </p>
                 <OutcomeForm callId={u.callId} onDone={reload} />
@@ -108,15 +97,7 @@ export function ExceptionsPage() {
           <Empty>No refusal recorded.</Empty>
         ) : (
           <table className="table compact">
-            <thead>
-              <tr>
-                <th>Consumer</th>
-                <th>Type</th>
-                <th>Reason</th>
-                <th>Message</th>
-                <th>When</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Consumer', 'Type', 'Reason', 'Message', 'When']} />
             <tbody>
               {x.refusals.map((r) => (
                 <tr key={r.seq}>
@@ -140,22 +121,12 @@ export function ExceptionsPage() {
           <Empty>No restore failure.</Empty>
         ) : (
           <table className="table compact">
-            <thead>
-              <tr>
-                <th>Case</th>
-                <th>Task</th>
-                <th>Reason</th>
-                <th>Error</th>
-                <th>Age</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Case', 'Task', 'Reason', 'Error', 'Age']} />
             <tbody>
               {x.restoreFailures.map((f) => (
                 <tr key={f.taskId}>
                   <td>
-                    <Link to={`/cases/${f.caseId}`}>
-                      <Short value={f.caseId} />
-                    </Link>
+                    <CaseLink id={f.caseId} />
                   </td>
                   <td>
                     <Short value={f.taskId} />
@@ -218,17 +189,7 @@ function DeadLetters(props: { view: ExceptionsView['deadLetters']; onDone: () =>
         <Empty>No dead letter.</Empty>
       ) : (
         <table className="table compact">
-          <thead>
-            <tr>
-              <th>Message</th>
-              <th>Type</th>
-              <th>From queue</th>
-              <th>Reason</th>
-              <th>Deaths</th>
-              <th>When</th>
-              <th />
-            </tr>
-          </thead>
+          <TableHead columns={['Message', 'Type', 'From queue', 'Reason', 'Deaths', 'When', '']} />
           <tbody>
             {v.messages.map((d) => (
               <tr key={`${d.queue}/${d.id}`} data-testid="dead-letter">

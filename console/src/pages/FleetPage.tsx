@@ -5,7 +5,7 @@
 import { useState } from 'react';
 import type { ReactNode } from 'react';
 import { api } from '../api.js';
-import { Badge, Empty, ErrorBox, Section, Time } from '../components/ui.js';
+import { Badge, Empty, ErrorBox, Section, TableHead, Time } from '../components/ui.js';
 import { useApi } from '../useApi.js';
 
 interface FleetView {
@@ -46,13 +46,7 @@ export function FleetPage() {
           <Empty>No queue reported.</Empty>
         ) : (
           <table className="table compact">
-            <thead>
-              <tr>
-                <th>Service</th>
-                <th>Consumers</th>
-                <th>Up</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Service', 'Consumers', 'Up']} />
             <tbody>
               <tr data-testid="fleet-service">
                 <td>intake</td>
@@ -73,13 +67,7 @@ export function FleetPage() {
         )}
         {f.workers && f.workers.length > 0 ? (
           <table className="table compact">
-            <thead>
-              <tr>
-                <th>Worker</th>
-                <th>Running tasks</th>
-                <th>Lease until</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Worker', 'Running tasks', 'Lease until']} />
             <tbody>
               {f.workers.map((w) => (
                 <tr key={w.owner}>
@@ -98,13 +86,7 @@ export function FleetPage() {
       </Section>
       <Section title="Queue depths" testId="fleet-queues">
         <table className="table compact">
-          <thead>
-            <tr>
-              <th>Queue</th>
-              <th>Messages</th>
-              <th>Consumers</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Queue', 'Messages', 'Consumers']} />
           <tbody>
             {f.queues.map((q) => (
               <tr key={q.queue} data-testid="fleet-queue">
@@ -168,15 +150,7 @@ function FleetStop(props: { stops: FleetView['stops']; onChange: () => void }) {
   return (
     <>
       <table className="table compact">
-        <thead>
-          <tr>
-            <th>Kind</th>
-            <th>State</th>
-            <th>Reason</th>
-            <th>Changed by</th>
-            <th>When</th>
-          </tr>
-        </thead>
+        <TableHead columns={['Kind', 'State', 'Reason', 'Changed by', 'When']} />
         <tbody>
           {props.stops.map((x) => (
             <tr key={x.kind}>

@@ -9,7 +9,7 @@
 import { useState } from 'react';
 import { api } from '../api.js';
 import type { GateDecisionView, GateView } from '../api.js';
-import { Badge, Empty, ErrorBox, Json, Link, NotFound, Section, Short, Time } from '../components/ui.js';
+import { Badge, CaseLink, Empty, ErrorBox, Json, NotFound, Section, Short, TableHead, Time } from '../components/ui.js';
 import { useApi } from '../useApi.js';
 
 interface DecisionResult {
@@ -34,9 +34,7 @@ export function GatePage(props: { gateId: string }) {
           </h1>
           <p className="muted">
             {g.kind} gate of case{' '}
-            <Link to={`/cases/${g.caseId}`} testId="gate-case-link">
-              <Short value={g.caseId} />
-            </Link>{' '}
+            <CaseLink id={g.caseId} testId="gate-case-link" />{' '}
             · task <Short value={g.taskId} /> · opened <Time iso={g.createdAt} />
             {g.expiresAt ? (
               <>
@@ -102,15 +100,7 @@ function Decide(props: { gate: GateView; onDecided: () => void }) {
   return (
     <Section title="Decisions" testId="decisions">
       <table className="table compact">
-        <thead>
-          <tr>
-            <th>Decision</th>
-            <th>Role</th>
-            <th>Verdict</th>
-            <th>By</th>
-            <th>When</th>
-          </tr>
-        </thead>
+        <TableHead columns={['Decision', 'Role', 'Verdict', 'By', 'When']} />
         <tbody>
           {g.decisions.map((d: GateDecisionView) => (
             <tr key={d.decision} data-testid="decision" data-decision={d.decision}>

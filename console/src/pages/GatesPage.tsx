@@ -1,6 +1,6 @@
 /** Open gates the principal may decide (GET /v1/gates?state=open): the approver's inbox. */
 import type { GateView } from '../api.js';
-import { Badge, Empty, ErrorBox, Link, Short, Time } from '../components/ui.js';
+import { Badge, CaseLink, Empty, ErrorBox, GateLink, TableHead, Time } from '../components/ui.js';
 import { useApi } from '../useApi.js';
 
 export function GatesPage() {
@@ -14,28 +14,15 @@ export function GatesPage() {
           <Empty>No open gate waits for a role you hold.</Empty>
         ) : (
           <table className="table">
-            <thead>
-              <tr>
-                <th>Gate</th>
-                <th>Case</th>
-                <th>Operation</th>
-                <th>Summary</th>
-                <th>Decisions</th>
-                <th>Opened</th>
-              </tr>
-            </thead>
+            <TableHead columns={['Gate', 'Case', 'Operation', 'Summary', 'Decisions', 'Opened']} />
             <tbody>
               {reply.body.gates.map((g) => (
                 <tr key={g.id} data-testid="gate-row" data-gate-id={g.id}>
                   <td>
-                    <Link to={`/gates/${g.id}`}>
-                      <Short value={g.id} />
-                    </Link>
+                    <GateLink id={g.id} />
                   </td>
                   <td>
-                    <Link to={`/cases/${g.caseId}`}>
-                      <Short value={g.caseId} />
-                    </Link>
+                    <CaseLink id={g.caseId} />
                   </td>
                   <td>
                     <code>{g.operation}</code>

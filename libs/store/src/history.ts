@@ -14,7 +14,10 @@
  *   turn writes only the blocks of the items it appended (`HistoryItem.durable` says which are
  *   already stored);
  * - blocks ride in the same statement as the manifest that references them (`NewPaper.blocks`),
- *   so a manifest is never durable without its blocks.
+ *   so a manifest is never durable without its blocks;
+ * - a long run of bytes (a tool call's arguments and result) is stored once per case as a span
+ *   block, named by spans manifests of the call papers and conversation blocks that hold it
+ *   (migration 0022, `spansOf` below); the same hashes and verification apply.
  * Pure functions; the chain cache holds canonical forms only, never decides what is durable by
  * itself (the caller marks a list durable once the write that carried it committed).
  */
@@ -23,12 +26,16 @@ import { canonicalJson, newId } from '@everdict/contracts';
 import type { NewPaper } from './sql/journal.js';
 
 export const HISTORY_MANIFEST_LAYOUT = 'history-manifest.v1';
+export const SPANS_LAYOUT = 'spans.v1';
 
 /** One block of a chain: its link hash, the link before it (null: first), the item's bytes. */
 export interface HistoryBlock {
   readonly hash: string;
   readonly prev: string | null;
+  /** The stored bytes: the item's own, or (layout 'spans.v1') its spans manifest. */
   readonly bytes: Buffer;
+  /** 'spans.v1' (migration 0022): `bytes` is a spans manifest over span blocks. Absent: raw. */
+  readonly layout?: typeof SPANS_LAYOUT;
 }
 
 /** An item of a list as the chain sees it. */
@@ -116,7 +123,7 @@ export function manifestOf(before: string, items: readonly HistoryBlock[], after
 export function manifestPaper(p: { kind: string; name: string; schemaId: string; before: string; items: readonly HistoryItem[]; after: string; hash?: string; tail?: boolean }): NewPaper {
   const tail = p.tail === true ? tailBlock(p.after) : null;
   const manifest = manifestOf(p.before, p.items, p.after, tail);
-  const appended = p.items.filter((it) => !it.durable).map((it) => ({ hash: it.hash, prev: it.prev, bytes: it.bytes }));
+  const appended = p.items.filter((it) => !it.durable).flatMap((it) => spannedBlock(it));
   return {
     id: newId(),
     kind: p.kind,
@@ -155,14 +162,14 @@ export function parseManifest(bytes: Buffer): HistoryManifest | null {
  * walks the chain from the head back `count` blocks. Throws HistoryBlockMissing when a block is
  * not there. The caller verifies the result against the recorded content hash.
  */
-export function reassemble(manifest: HistoryManifest, blocks: ReadonlyMap<string, { readonly prev: string | null; readonly bytes: Buffer }>): Buffer {
+export function reassemble(manifest: HistoryManifest, blocks: ReadonlyMap<string, StoredBlock>): Buffer {
   const items: { bytes: Buffer }[] = [];
   let at = manifest.head;
   for (let i = 0; i < manifest.count; i++) {
     if (at === null) throw new HistoryBlockMissing('(chain ended early)');
     const b = blocks.get(at);
     if (b === undefined) throw new HistoryBlockMissing(at);
-    items.push(b);
+    items.push({ bytes: b.layout === SPANS_LAYOUT ? reassembleSpans(b.bytes, blocks) : b.bytes });
     at = b.prev;
   }
   let after = manifest.after;
@@ -172,6 +179,106 @@ export function reassemble(manifest: HistoryManifest, blocks: ReadonlyMap<string
     after = tail.bytes.toString('utf8');
   }
   return documentBytes(manifest.before, items.reverse(), after);
+}
+
+/** A stored block as a reader sees it (history_blocks row). */
+export interface StoredBlock {
+  readonly prev: string | null;
+  readonly bytes: Buffer;
+  readonly layout?: typeof SPANS_LAYOUT | null;
+}
+
+// ------------------------------------------------------------------ spans (migration 0022)
+//
+// A long run of bytes recurs verbatim in several documents of one turn: a tool call's 2 KB
+// arguments are in the model's response, the tool's request, the tool's result (escaped: the
+// run between escapes is the same), the assistant message and the tool-result message. Each
+// such run is stored ONCE per case as a span block keyed by the plain sha256 of its bytes (no
+// `prev`), and a document holding it is stored as a spans manifest
+// `{"layout":"spans.v1","parts":[inline, span hash, inline, …, inline]}` (odd positions,
+// counting from 1, are inline text; even ones span hashes). The document is the parts
+// concatenated; a paper's content hash stays the sha256 of the whole document and every reader
+// re-verifies it after reassembly (`paper_document()` / `spans_document()` in SQL).
+//
+// A span is a maximal run of at least SPAN_MIN_BYTES bytes containing neither '"' nor '\': the
+// cut points are ASCII, so every inline part is valid UTF-8, and the same text is cut the same
+// way wherever it appears (content-defined, independent of the surrounding document). A span
+// key cannot collide with a link hash: link inputs contain '\n' and canonical JSON bytes never
+// contain a raw newline.
+
+/** A run shorter than this stays inline (a manifest entry costs ~80 bytes). */
+export const SPAN_MIN_BYTES = 512;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/** The spans manifest of `bytes` and its span blocks; null when the bytes have no span (stored raw). */
+export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly spans: HistoryBlock[] } | null {
+  const parts: string[] = [];
+  const spans: HistoryBlock[] = [];
+  let inlineFrom = 0;
+  let runFrom = 0;
+  const close = (end: number) => {
+    if (end - runFrom >= SPAN_MIN_BYTES) {
+      const span = bytes.subarray(runFrom, end);
+      const hash = sha256Of(span);
+      parts.push(bytes.subarray(inlineFrom, runFrom).toString('utf8'), hash);
+      spans.push({ hash, prev: null, bytes: Buffer.from(span) });
+      inlineFrom = end;
+    }
+  };
+  for (let i = 0; i < bytes.length; i++) {
+    const c = bytes[i]!;
+    if (c === QUOTE || c === BACKSLASH) {
+      close(i);
+      runFrom = i + 1;
+    }
+  }
+  close(bytes.length);
+  if (spans.length === 0) return null;
+  parts.push(bytes.subarray(inlineFrom).toString('utf8'));
+  return { manifest: Buffer.from(canonicalJson({ layout: SPANS_LAYOUT, parts }), 'utf8'), spans };
+}
+
+function sha256Of(bytes: Buffer): string {
+  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+}
+
+/** A history block as stored: its spans manifest with its span blocks when it has spans, else itself. */
+function spannedBlock(it: HistoryBlock): HistoryBlock[] {
+  const s = spansOf(it.bytes);
+  if (s === null) return [{ hash: it.hash, prev: it.prev, bytes: it.bytes }];
+  return [{ hash: it.hash, prev: it.prev, bytes: s.manifest, layout: SPANS_LAYOUT }, ...s.spans];
+}
+
+/**
+ * A new paper of `bytes` (a call's request or response document): a spans manifest carrying its
+ * span blocks when the bytes hold a span, else the bytes themselves. Either way its content hash
+ * is the sha256 of `bytes`.
+ */
+export function spannedPaper(p: { kind: string; name: string; schemaId: string; bytes: Buffer }): NewPaper {
+  const s = spansOf(p.bytes);
+  const base = { id: newId(), kind: p.kind, name: p.name, schemaId: p.schemaId, contentHash: sha256Of(p.bytes) };
+  return s === null ? { ...base, bytes: p.bytes } : { ...base, bytes: s.manifest, layout: SPANS_LAYOUT, blocks: s.spans };
+}
+
+/** The document of a spans manifest (the TypeScript twin of `spans_document()`); throws HistoryBlockMissing. */
+export function reassembleSpans(manifest: Buffer, blocks: ReadonlyMap<string, StoredBlock>): Buffer {
+  let parts: unknown;
+  try {
+    parts = (JSON.parse(manifest.toString('utf8')) as { parts?: unknown }).parts;
+  } catch {
+    return manifest;
+  }
+  if (!Array.isArray(parts)) return manifest;
+  return Buffer.concat(
+    parts.map((p, i) => {
+      if (i % 2 === 0) return Buffer.from(String(p), 'utf8');
+      const b = blocks.get(String(p));
+      if (b === undefined || (b.layout ?? null) !== null) throw new HistoryBlockMissing(String(p));
+      return b.bytes;
+    }),
+  );
 }
 
 interface Link {

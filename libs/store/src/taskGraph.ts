@@ -6,6 +6,7 @@
  * writes a message handler makes lock the task row instead (`lockTask`).
  */
 import type { Queryable } from './db.js';
+import { PaperMissing } from './errors.js';
 import {
   answerQuestion,
   cancelTaskTree,
@@ -54,7 +55,11 @@ export async function caseTypeOf(db: Queryable, caseId: string): Promise<string 
 
 /** Papers of a case a ref may name (exact name, or a stored result's ref), with their bytes. */
 export async function papersNamed(db: Queryable, caseId: string, ref: string): Promise<{ name: string; bytes: Buffer }[]> {
-  return (await db.query<{ name: string; bytes: Buffer }>(selectPapersNamed(caseId, ref))).rows;
+  const rows = (await db.query<{ name: string; bytes: Buffer | null }>(selectPapersNamed(caseId, ref))).rows;
+  // A manifest whose history block is gone reassembles to NULL: say which paper, never hand back nothing.
+  const damaged = rows.find((r) => r.bytes === null);
+  if (damaged) throw new PaperMissing(damaged.name);
+  return rows as { name: string; bytes: Buffer }[];
 }
 
 /** Children whose report has not reached the parent (see countUnreportedChildren). */

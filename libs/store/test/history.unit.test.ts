@@ -1,7 +1,7 @@
 /** Content-addressed history (history.ts): manifests, chains and reassembly, pure. */
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '@everdict/contracts';
-import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble } from '../src/index.js';
+import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, spannedPaper, spansOf } from '../src/index.js';
 import type { HistoryBlock } from '../src/index.js';
 
 const messages = [{ role: 'user', content: 'objective' }, { role: 'assistant', content: 'a "quoted" reply ✓', toolCalls: [] }, { role: 'tool', content: 'x'.repeat(2048) }];
@@ -20,7 +20,7 @@ describe('history manifests', () => {
     expect(paper.contentHash).toBe(contentHash(exact));
     expect(documentHash(before, items, after)).toBe(contentHash(exact));
     expect(paper.layout).toBe('history-manifest.v1');
-    expect(paper.blocks).toHaveLength(3);
+    expect(paper.blocks).toHaveLength(4); // the three messages and the span of the long tool result
     // The manifest is small: the list is named by its head, not repeated.
     expect(paper.bytes.length).toBeLessThan(300);
     const manifest = parseManifest(paper.bytes)!;
@@ -37,7 +37,7 @@ describe('history manifests', () => {
     const manifest = parseManifest(paper.bytes)!;
     expect(manifest.tail).toBe(contentHash(Buffer.from(tools)));
     expect(paper.bytes.length).toBeLessThan(400);
-    expect(paper.blocks).toHaveLength(4);
+    expect(paper.blocks).toHaveLength(5); // the messages, the tool result's span, the tail
     expect(reassemble(manifest, stored(paper.blocks!)).equals(exact)).toBe(true);
     const noTail = stored(paper.blocks!);
     noTail.delete(manifest.tail!);
@@ -84,7 +84,7 @@ describe('HistoryChain', () => {
     expect(items.map((i) => i.hash)).toEqual(chainOf(forms).map((i) => i.hash));
     expect(calls).toBe(3); // each message canonicalised once
     const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after });
-    expect(paper.blocks!.map((b) => b.hash)).toEqual([items[2]!.hash]);
+    expect(paper.blocks!.map((b) => b.hash)).toEqual([items[2]!.hash, contentHash(Buffer.from('x'.repeat(2048)))]);
   });
 
   it('another scope, or a list cut before a message, does not reuse its durable link', () => {
@@ -94,5 +94,37 @@ describe('HistoryChain', () => {
     expect(chain.items('other', messages, form).some((i) => i.durable)).toBe(false);
     const cut = [{ role: 'user', content: 'summary' }, messages[2]!];
     expect(chain.items('task', cut, form).map((i) => i.durable)).toEqual([false, false]);
+  });
+});
+
+describe('spans (migration 0022)', () => {
+  const text = 'Ab+/'.repeat(512);
+  const args = { text, turn: 3 };
+  const response = { output: { toolCalls: [{ callId: 'c1', name: 'echo', arguments: args }] } };
+  const result = { content: canonicalJson(args), isError: false };
+
+  it('the same long run is the same span wherever it appears, escaped or not, and each document reassembles exactly', () => {
+    const docs = [response, { tool: 'echo', arguments: args }, result].map((d) => Buffer.from(canonicalJson(d), 'utf8'));
+    const papers = docs.map((bytes) => spannedPaper({ kind: 'artefact', name: 'n', schemaId: 's', bytes }));
+    const spans = papers.map((p) => p.blocks!.map((b) => b.hash));
+    expect(spans).toEqual([[contentHash(Buffer.from(text))], [contentHash(Buffer.from(text))], [contentHash(Buffer.from(text))]]);
+    const blocks = stored(papers.flatMap((p) => p.blocks!));
+    papers.forEach((p, i) => {
+      expect(p.layout).toBe('spans.v1');
+      expect(p.contentHash).toBe(contentHash(docs[i]!));
+      expect(p.bytes.length).toBeLessThan(300);
+      expect(reassembleSpans(p.bytes, blocks).equals(docs[i]!)).toBe(true);
+    });
+    expect(() => reassembleSpans(papers[0]!.bytes, new Map())).toThrow(HistoryBlockMissing);
+  });
+
+  it('a document without a long run is stored as it is; a conversation block with one is stored as spans', () => {
+    const small = Buffer.from('{"a":"short"}');
+    expect(spansOf(small)).toBeNull();
+    expect(spannedPaper({ kind: 'artefact', name: 'n', schemaId: 's', bytes: small }).layout).toBeUndefined();
+    const items = chainOf([canonicalJson({ role: 'tool', content: canonicalJson(args) })]);
+    const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before: '[', items, after: ']' });
+    expect(paper.blocks!.map((b) => b.layout ?? null)).toEqual(['spans.v1', null]);
+    expect(reassemble(parseManifest(paper.bytes)!, stored(paper.blocks!)).equals(documentBytes('[', items, ']'))).toBe(true);
   });
 });

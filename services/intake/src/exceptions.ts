@@ -22,14 +22,15 @@
  * the principal may not see (or that names no case) is shown only to an unrestricted operator.
  */
 import type { ServerResponse } from 'node:http';
-import amqplib from 'amqplib';
-import { brokerUrls } from '@everdict/bus';
+import type amqplib from 'amqplib';
 import { isUuid } from '@everdict/contracts';
 import type { Topology } from '@everdict/bus';
 import { sendError, sendJson, seesCustomer } from '@everdict/http-api';
 import type { Principal } from '@everdict/http-api';
 import { customersOfCases, loadParkedByClass, loadRecordedRefusals, loadRestoreFailures, loadUnknownOutcomes } from '@everdict/store';
 import type { ParkedClassRow, RefusalRow, RestoreFailureRow, Store, UnknownOutcomeRow } from '@everdict/store';
+import { lazyBrokerConnection } from './brokerConnection.js';
+import type { LazyBrokerConnection } from './brokerConnection.js';
 import { INTAKE_SERVICE } from './open.js';
 
 export const EXCEPTIONS_ROLE = 'operator';
@@ -90,38 +91,23 @@ export class ReplayRefused extends Error {
 
 /** The broker side: the dead-letter queues of the topology, peeked and replayed. */
 export class DeadLetterBroker {
-  private conn: Promise<amqplib.ChannelModel> | undefined;
+  private readonly broker: LazyBrokerConnection;
 
   constructor(
-    private readonly amqpUrl: string,
+    amqpUrl: string,
     private readonly topology: Topology,
-  ) {}
+  ) {
+    this.broker = lazyBrokerConnection(amqpUrl);
+  }
 
   /** The `.dead` queues (each consuming service's dead-letter target). */
   queues(): string[] {
     return this.topology.queues.filter((q) => q.name.endsWith('.dead')).map((q) => q.name);
   }
 
-  private connection(): Promise<amqplib.ChannelModel> {
-    this.conn ??= connectFirst(brokerUrls(this.amqpUrl)).then(
-      (c) => {
-        c.on('error', () => undefined);
-        c.on('close', () => {
-          this.conn = undefined;
-        });
-        return c;
-      },
-      (err: unknown) => {
-        this.conn = undefined;
-        throw err;
-      },
-    );
-    return this.conn;
-  }
-
   /** Every dead letter (up to PEEK_LIMIT per queue) with each queue's depth; nothing is removed. */
   async peek(): Promise<{ queues: { queue: string; messages: number }[]; messages: DeadLetter[] }> {
-    const c = await this.connection();
+    const c = await this.broker.get();
     const queues: { queue: string; messages: number }[] = [];
     const messages: DeadLetter[] = [];
     for (const queue of this.queues()) {
@@ -148,7 +134,7 @@ export class DeadLetterBroker {
    * broker's confirm. `allowed` sees the message first (ownership); false = not found.
    */
   async replay(id: string, allowed: (d: DeadLetter) => Promise<boolean>): Promise<DeadLetter> {
-    const c = await this.connection();
+    const c = await this.broker.get();
     for (const queue of this.queues()) {
       const ch = await c.createConfirmChannel();
       let channelError: unknown;
@@ -193,25 +179,13 @@ export class DeadLetterBroker {
     throw new ReplayRefused('dead_letter_not_found', 'no such dead letter');
   }
 
-  async close(): Promise<void> {
-    if (this.conn) await (await this.conn).close().catch(() => undefined);
+  close(): Promise<void> {
+    return this.broker.close();
   }
 }
 
 function describeError(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-async function connectFirst(urls: readonly string[]): Promise<amqplib.ChannelModel> {
-  let last: unknown;
-  for (const url of urls) {
-    try {
-      return await amqplib.connect(url);
-    } catch (err) {
-      last = err;
-    }
-  }
-  throw last;
 }
 
 // ------------------------------------------------------------------------------- views (pure)

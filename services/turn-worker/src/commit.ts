@@ -169,6 +169,9 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
     }
   } else {
     const at: Placer = { task, token, rootTaskId: tr.rootTaskId };
+    // The fleet-stop hint may read through the pool: never while the unit of work below holds a
+    // connection (turns that each hold one and wait for another exhaust the pool for good).
+    const softHint = first.kind === 'continue' && (await env.fleetStop.softInForce());
     const placed = await env.store.unitOfWork(async (uow) => {
       const held = await uow.holdFence(token, 'write_journal');
       const state = compacting ? await compact(uow, at, limit, next, host) : { run: next, host };
@@ -178,7 +181,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
       const childrenPark = result.settlement?.kind === 'suspended' && result.settlement.parkReason === 'children';
       const unreported = childrenPark ? (await unreportedChildren(uow, task.id)) + buffer.children.length : 0;
       // A fleet soft stop counts as this task's soft cancel (checked under the stop row's lock).
-      const fleetSoft = held.cancelRequested === null && first.kind === 'continue' && (await env.fleetStop.softInForce()) && (await fleetStopInForce(uow, 'soft')) !== null;
+      const fleetSoft = held.cancelRequested === null && softHint && (await fleetStopInForce(uow, 'soft')) !== null;
       let transition = fleetSoft ? asFleetPark(decide('soft', unreported)) : decide(held.cancelRequested, unreported);
       for (const child of buffer.children) await placeChild(env.catalog, uow, at, child);
       if (plan !== null) await placePlan(uow, at, plan, held.rowVersion);

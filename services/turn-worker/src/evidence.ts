@@ -188,7 +188,7 @@ export function paperEvidence(name: string, bytes: Buffer): EvidenceItem {
 
 // ------------------------------------------------------------------------------- I/O
 
-const CALL_COLUMNS = `c.id, c.task_id, c.turn, c.ordinal, c.kind, c.tool_name, c.status, c.completed_at, rs.bytes AS response_bytes`;
+const CALL_COLUMNS = `c.id, c.task_id, c.turn, c.ordinal, c.kind, c.tool_name, c.status, c.completed_at, CASE WHEN rs.layout IS NULL THEN rs.bytes ELSE paper_document(rs.paper_id, rs.revision) END AS response_bytes`;
 const RESPONSE_JOIN = `LEFT JOIN papers ps ON ps.id = c.response_paper_id
              LEFT JOIN paper_revisions rs ON rs.paper_id = ps.id AND rs.revision = ps.head_revision`;
 
@@ -216,9 +216,10 @@ const selectCallByToolCallId = (taskId: string, toolCallId: string) => ({
                  FROM runtime_calls m
                  JOIN papers mp ON mp.id = m.response_paper_id
                  JOIN paper_revisions mr ON mr.paper_id = mp.id AND mr.revision = mp.head_revision
+                 CROSS JOIN LATERAL (SELECT convert_from(CASE WHEN mr.layout IS NULL THEN mr.bytes ELSE paper_document(mr.paper_id, mr.revision) END, 'UTF8')::jsonb AS doc) md
                  CROSS JOIN LATERAL jsonb_array_elements(
-                   CASE WHEN jsonb_typeof(convert_from(mr.bytes, 'UTF8')::jsonb -> 'output' -> 'toolCalls') = 'array'
-                        THEN convert_from(mr.bytes, 'UTF8')::jsonb -> 'output' -> 'toolCalls' ELSE '[]'::jsonb END
+                   CASE WHEN jsonb_typeof(md.doc -> 'output' -> 'toolCalls') = 'array'
+                        THEN md.doc -> 'output' -> 'toolCalls' ELSE '[]'::jsonb END
                  ) WITH ORDINALITY AS t(call, ord)
                 WHERE m.task_id = $1::uuid AND m.ordinal = 0 AND m.status = 'completed' AND t.call ->> 'callId' = $2::text
                 ORDER BY m.turn DESC

@@ -26,7 +26,7 @@ import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
-import { manifestPaper, newPaper, pinNotesToTurn, supersedeIntent, writeTurn } from '@everdict/store';
+import { manifestPaper, newPaper, pinNotesToTurn, spannedPaper, supersedeIntent, writeTurn } from '@everdict/store';
 import { mayDeferIntents } from './durability.js';
 import type { CallCompletion, FenceToken, ModelCallCost, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
 import { requestDocument } from './canonical.js';
@@ -291,7 +291,8 @@ export class TurnJournal implements Journal {
       const form = last !== null && last.doc === intent.request && last.form !== undefined ? last.form : modelRequestDocument(intent.taskId, intent.request as { route: RouteIdentity; request: ModelRequest }, this.scope.registry);
       return modelIntentRow(intent, this.scope.route, this.scope.versions, form);
     }
-    const request = newPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.toolRequest, bytes: bytesOf(intent.request) });
+    // A long argument (a run the model's response and the conversation also hold) is a span block, stored once per case.
+    const request = spannedPaper({ kind: 'artefact', name: `calls/${intent.callId}/request`, schemaId: PAPER_SCHEMAS.toolRequest, bytes: bytesOf(intent.request) });
     return {
       call: {
         id: intent.callId,
@@ -325,7 +326,8 @@ export class TurnJournal implements Journal {
 
   private completion(rec: CallRecord, outcome: CallOutcome): PendingOutcome {
     const isModel = rec.ordinal === 0;
-    const response = newPaper({
+    // Spans (history.ts): the response's long runs are stored once per case, shared with the call's request and the conversation.
+    const response = spannedPaper({
       kind: 'artefact',
       name: `calls/${rec.callId}/response/${newId()}`,
       schemaId: isModel ? PAPER_SCHEMAS.modelResponse : PAPER_SCHEMAS.toolResult,

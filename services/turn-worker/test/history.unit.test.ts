@@ -58,7 +58,7 @@ describe('history manifests of the turn papers', () => {
       const exact = Buffer.from(canonicalJson(stateDocument('case', host, run)), 'utf8');
       expect(paper.contentHash).toBe(contentHash(exact));
       expect(documentOf(paper, written).equals(exact)).toBe(true);
-      expect(paper.blocks!.length).toBe(t === 0 ? 3 : 2);
+      expect(paper.blocks!.length).toBe(t === 0 ? 4 : 3); // the appended messages and the tool result's span
       sizes.push(paper.bytes.length + paper.blocks!.reduce((n, b) => n + b.bytes.length, 0));
       markMessagesDurable('t2', run.messages); // the commit that carried them is durable
     }

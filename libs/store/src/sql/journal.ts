@@ -23,10 +23,10 @@ export interface NewPaper {
   readonly contentHash: string;
   readonly bytes: Buffer;
   /**
-   * 'history-manifest.v1': `bytes` is a manifest and `contentHash` the hash of the document it
-   * reassembles into (history.ts, migration 0018). Absent: `bytes` is the document.
+   * 'history-manifest.v1' / 'spans.v1': `bytes` is a manifest and `contentHash` the hash of the
+   * document it reassembles into (history.ts, migrations 0018 and 0022). Absent: `bytes` is the document.
    */
-  readonly layout?: 'history-manifest.v1';
+  readonly layout?: 'history-manifest.v1' | 'spans.v1';
   /** History blocks the manifest names that are not stored yet: written by the same statement. */
   readonly blocks?: readonly HistoryBlock[];
 }
@@ -76,9 +76,9 @@ function paperCtes(caseParam: string): string {
               RETURNING paper_id
             ),
             hb_ins AS (
-              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes)
-              SELECT ${caseParam}, x.hash, x.prev, octet_length(x.bytes), x.bytes
-                FROM unnest($9::text[], $10::text[], $11::bytea[]) AS x(hash, prev, bytes)
+              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes, layout)
+              SELECT ${caseParam}, x.hash, x.prev, octet_length(x.bytes), x.bytes, x.layout
+                FROM unnest($9::text[], $10::text[], $11::bytea[], $12::text[]) AS x(hash, prev, bytes, layout)
               ON CONFLICT (case_id, hash) DO NOTHING
               RETURNING hash
             )`;
@@ -99,7 +99,7 @@ function blocksOf(papers: readonly NewPaper[]): HistoryBlock[] {
 }
 
 function blockValues(blocks: readonly HistoryBlock[]): unknown[] {
-  return [blocks.map((b) => b.hash), blocks.map((b) => b.prev), blocks.map((b) => b.bytes)];
+  return [blocks.map((b) => b.hash), blocks.map((b) => b.prev), blocks.map((b) => b.bytes), blocks.map((b) => b.layout ?? null)];
 }
 
 function paperValues(papers: readonly NewPaper[]): unknown[] {
@@ -109,7 +109,7 @@ function paperValues(papers: readonly NewPaper[]): unknown[] {
 /** Papers only (result offloads, derived documents), in one statement. */
 export function insertPapers(caseId: string, papers: readonly NewPaper[]): Sql {
   return {
-    name: 'ev_insert_papers',
+    name: 'ev_insert_papers_v2',
     text: `WITH ${paperCtes('$7::uuid')} SELECT count(*)::int AS n FROM r_ins`,
     values: [...paperValues(papers), caseId, papers.map((p) => p.layout ?? null), ...blockValues(blocksOf(papers))],
   };
@@ -212,7 +212,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
     t: items.map((it, idx) => ({ idx, task_id: it.taskId, owner: it.owner, epoch: it.epoch, case_id: it.caseId })),
     l: items.flatMap((it, idx) => (it.ledger ? [{ idx, seq: it.ledger.seq, record_id: it.ledger.recordId, kind: it.ledger.kind, body: it.ledger.body ?? {}, prev_hash: it.ledger.prevHash, hash: it.ledger.hash, created_at: it.ledger.createdAt }] : [])),
     p: items.flatMap((it, idx) => it.papers.map((p) => ({ idx, id: p.id, kind: p.kind, name: p.name, schema_id: p.schemaId, hash: p.contentHash, layout: p.layout ?? null, ...place(p.bytes) }))),
-    hb: items.flatMap((it, idx) => blocksOf(it.papers).map((b) => ({ idx, hash: b.hash, prev: b.prev, ...place(b.bytes) }))),
+    hb: items.flatMap((it, idx) => blocksOf(it.papers).map((b) => ({ idx, hash: b.hash, prev: b.prev, layout: b.layout ?? null, ...place(b.bytes) }))),
     u: items.flatMap((it, idx) =>
       it.completions.flatMap((d) =>
         d.usage ? [{ idx, id: d.id, cost_id: d.usage.costId, route: d.route, model: d.usage.model, input_tokens: d.usage.inputTokens, output_tokens: d.usage.outputTokens, cost: d.usage.cost }] : [],
@@ -312,14 +312,14 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
             )`,
         ]
       : []),
-    // History blocks (0018) the part's manifests name, stored once per case: a block already
-    // there (the same link, written by an earlier turn or another manifest) is kept as it is.
+    // History and span blocks (0018, 0022) the part's manifests name, stored once per case: a
+    // block already there (the same key, written by an earlier turn or another manifest) is kept as it is.
     ...(has.hb
       ? [
           `hb_ins AS (
-              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes)
-              SELECT go.case_id, x.hash, x.prev, x.len, substring($2::bytea FROM x.off FOR x.len)
-                FROM b, jsonb_to_recordset(b.j->'hb') AS x(idx int, hash text, prev text, off int, len int)
+              INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes, layout)
+              SELECT go.case_id, x.hash, x.prev, x.len, substring($2::bytea FROM x.off FOR x.len), x.layout
+                FROM b, jsonb_to_recordset(b.j->'hb') AS x(idx int, hash text, prev text, layout text, off int, len int)
                 JOIN go USING (idx)
               ON CONFLICT (case_id, hash) DO NOTHING
               RETURNING hash
@@ -418,7 +418,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   ];
   // Data-modifying CTEs run to completion whether or not the final query reads them.
   return {
-    name: `ev_write_journals_v10_${shape}`,
+    name: `ev_write_journals_v11_${shape}`,
     text: `WITH ${ctes.join(',\n            ')}
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,

@@ -6,6 +6,7 @@
  */
 import type { Sql } from '../db.js';
 import { taskColumns } from './tasks.js';
+import { documentOf } from './journal.js';
 
 // ------------------------------------------------------------------------------- children
 
@@ -63,7 +64,7 @@ export function selectCaseType(caseId: string): Sql {
 export function selectPapersNamed(caseId: string, ref: string): Sql {
   return {
     name: 'ev_select_papers_named',
-    text: `SELECT p.name, r.bytes FROM papers p JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
+    text: `SELECT p.name, ${documentOf('r')} AS bytes FROM papers p JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
             WHERE p.case_id = $1::uuid
               AND (p.name = $2::text OR (left($2::text, 7) = 'result:' AND p.name LIKE 'results/%' AND right(p.name, length($2::text) + 1) = '/' || $2::text))
             ORDER BY p.name`,
