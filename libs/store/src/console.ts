@@ -1,62 +1,11 @@
 /**
- * Reads the operator console needs beyond the case view (issue 14 item 1): the filtered case
- * list, a case's papers with their provenance, its gates' required roles, and the exceptions an
- * operator acts on (parked tasks by class and age, unknown effect outcomes, restore failures,
+ * Reads the operator console needs beyond the case view and the case list (intake.ts): a
+ * case's papers with their provenance, its gates' required roles, and the exceptions an operator
+ * acts on (parked tasks by class and age, unknown effect outcomes, restore failures,
  * consumer refusals). Every read takes the principal's `customers` (null = every customer) and
  * filters in SQL, so no row of another customer ever leaves the database.
  */
 import type { Queryable } from './db.js';
-import type { CaseRow } from './sql/intake.js';
-
-const CASE_COLUMNS = 'id, case_type, state, state_reason, state_since, origin_key, customer, title, objective, stop_mode, created_at, updated_at';
-
-export interface CaseListFilter {
-  readonly customers: readonly string[] | null;
-  readonly limit: number;
-  readonly beforeId?: string | null;
-  readonly state?: string | null;
-  /** One customer (intersected with `customers`). */
-  readonly customer?: string | null;
-  /** A parked case's reason class (cases.state_reason). */
-  readonly parkReason?: string | null;
-  /** Origin key prefix (`api:`, `mail:…`, a ticket source), matched literally. */
-  readonly origin?: string | null;
-  /** Words of the title, matched literally and case-insensitively. */
-  readonly text?: string | null;
-}
-
-/** `s` with LIKE's wildcards escaped (the default escape character is the backslash). Pure. */
-export function likeLiteral(s: string): string {
-  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
-}
-
-/** Newest first, keyset-paged on (created_at, id) like listCases, with the console's filters. */
-export async function listCasesFiltered(q: Queryable, f: CaseListFilter): Promise<CaseRow[]> {
-  const { rows } = await q.query<CaseRow>({
-    text: `SELECT ${CASE_COLUMNS} FROM cases
-            WHERE ($1::text[] IS NULL OR customer = ANY($1::text[]))
-              AND ($2::uuid IS NULL OR (created_at, id) < (SELECT b.created_at, b.id FROM cases b WHERE b.id = $2::uuid))
-              AND ($3::text IS NULL OR state = $3::text)
-              AND ($4::text IS NULL OR customer = $4::text)
-              AND ($5::text IS NULL OR (state = 'parked' AND state_reason = $5::text))
-              AND ($6::text IS NULL OR origin_key LIKE $6::text || '%')
-              AND ($7::text IS NULL OR title ILIKE '%' || $7::text || '%')
-            ORDER BY created_at DESC, id DESC
-            LIMIT $8::int`,
-    values: [
-      f.customers,
-      f.beforeId ?? null,
-      f.state ?? null,
-      f.customer ?? null,
-      f.parkReason ?? null,
-      f.origin == null ? null : likeLiteral(f.origin),
-      f.text == null ? null : likeLiteral(f.text),
-      f.limit,
-    ],
-  });
-  return rows;
-}
-
 export interface CasePaperRow {
   id: string;
   kind: string;

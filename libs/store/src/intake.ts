@@ -11,7 +11,7 @@ import { loadCaseDeadlines } from './deadlines.js';
 import type { CaseDeadlines } from './deadlines.js';
 import { loadCasePlanRevisions } from './planView.js';
 import type { CasePlanRevisionRow } from './planView.js';
-import type { CaseGateRow, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
+import type { CaseGateRow, CaseListFilter, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
 import {
   selectCase,
   selectCaseGates,
@@ -26,15 +26,15 @@ import {
   upsertMailboxCursor,
 } from './sql/intake.js';
 
-export type { CaseGateRow, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
+export type { CaseGateRow, CaseListFilter, CaseRow, CaseTaskRow, PlanStepRow, CaseQuestionRow } from './sql/intake.js';
 
 export async function loadCase(q: Queryable, caseId: string): Promise<CaseRow | undefined> {
   return (await q.query<CaseRow>(selectCase(caseId))).rows[0];
 }
 
-/** Newest first; `beforeId` (a case id from the previous page) continues after that case. */
-export async function listCases(q: Queryable, f: { customers: readonly string[] | null; limit: number; beforeId?: string | null; state?: string | null }): Promise<CaseRow[]> {
-  return (await q.query<CaseRow>(selectCases(f.customers, f.limit, f.beforeId ?? null, f.state ?? null))).rows;
+/** Newest first, filtered and keyset-paged (selectCases). */
+export async function listCases(q: Queryable, f: CaseListFilter): Promise<CaseRow[]> {
+  return (await q.query<CaseRow>(selectCases(f))).rows;
 }
 
 export interface CaseDetail {

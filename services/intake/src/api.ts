@@ -40,7 +40,7 @@ import type { Principal, PrincipalDirectory, WebSessionLookup } from '@everdict/
 import { WebhookUnauthenticated, apiOriginKey, oneLineTitle, webhookHttpStatus } from '@everdict/intake-sources';
 import type { NormalisedArrival, WebhookHandler } from '@everdict/intake-sources';
 import type { RouteHandler } from '@everdict/service-kit';
-import { enqueuePlatformMessage, fleetCounts, listCasesFiltered, loadCase, loadCaseDetail, loadCaseGateRoles, loadCasePapers, loadLeaseHolders, loadQuestion, loadSession, rootTaskOf, setSessionState, stopCase, verifyCaseLedger } from '@everdict/store';
+import { enqueuePlatformMessage, fleetCounts, listCases, loadCase, loadCaseDetail, loadCaseGateRoles, loadCasePapers, loadLeaseHolders, loadQuestion, loadSession, rootTaskOf, setSessionState, stopCase, verifyCaseLedger } from '@everdict/store';
 import type { CaseRow, Store } from '@everdict/store';
 import type { IntakeMetrics } from './metrics.js';
 import { INTAKE_SERVICE, openCase } from './open.js';
@@ -276,7 +276,7 @@ async function listCasesRoute(opts: IntakeApiOptions, principal: Principal, url:
   const origin = textFilter(url, 'origin', 400);
   const text = textFilter(url, 'q', 200);
   // A cursor naming a case the principal may not see pages nothing of it: the filter still applies.
-  const rows = await listCasesFiltered(opts.store.db, { customers: principal.customers, limit, beforeId, state, customer, parkReason, origin, text });
+  const rows = await listCases(opts.store.db, { customers: principal.customers, limit, beforeId, state, customer, parkReason, origin, text });
   sendJson(res, 200, listView(rows, limit));
 }
 

@@ -63,20 +63,56 @@ export function selectCase(caseId: string): Sql {
   return { name: 'ev_intake_case', text: `SELECT ${CASE_COLUMNS} FROM cases WHERE id = $1::uuid`, values: [caseId] };
 }
 
+/** The case list's filters; each absent one matches every case. */
+export interface CaseListFilter {
+  /** The principal's customers; null = every customer. */
+  readonly customers: readonly string[] | null;
+  readonly limit: number;
+  /** A case id from the previous page: continue after it. */
+  readonly beforeId?: string | null;
+  readonly state?: string | null;
+  /** One customer (intersected with `customers`). */
+  readonly customer?: string | null;
+  /** A parked case's reason class (cases.state_reason). */
+  readonly parkReason?: string | null;
+  /** Origin key prefix (`api:`, `mail:…`, a ticket source), matched literally. */
+  readonly origin?: string | null;
+  /** Words of the title, matched literally and case-insensitively. */
+  readonly text?: string | null;
+}
+
+/** `s` with LIKE's wildcards escaped (the default escape character is the backslash). Pure. */
+export function likeLiteral(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
 /**
- * Newest first, keyset-paged on (created_at, id). `customers` NULL = every customer; the filter
- * is in SQL so a page never leaks a row the principal may not see.
+ * Newest first, keyset-paged on (created_at, id). Every filter, the principal's customers
+ * included, is in SQL, so a page never leaks a row the principal may not see. The cursor is a
+ * case id; its (created_at, id) is read in SQL at full precision.
  */
-export function selectCases(customers: readonly string[] | null, limit: number, beforeId: string | null, state: string | null): Sql {
-  // The cursor is a case id; its (created_at, id) is read in SQL at full precision.
+export function selectCases(f: CaseListFilter): Sql {
   return {
     text: `SELECT ${CASE_COLUMNS} FROM cases
             WHERE ($1::text[] IS NULL OR customer = ANY($1::text[]))
               AND ($2::uuid IS NULL OR (created_at, id) < (SELECT b.created_at, b.id FROM cases b WHERE b.id = $2::uuid))
               AND ($3::text IS NULL OR state = $3::text)
+              AND ($4::text IS NULL OR customer = $4::text)
+              AND ($5::text IS NULL OR (state = 'parked' AND state_reason = $5::text))
+              AND ($6::text IS NULL OR origin_key LIKE $6::text || '%')
+              AND ($7::text IS NULL OR title ILIKE '%' || $7::text || '%')
             ORDER BY created_at DESC, id DESC
-            LIMIT $4::int`,
-    values: [customers, beforeId, state, limit],
+            LIMIT $8::int`,
+    values: [
+      f.customers,
+      f.beforeId ?? null,
+      f.state ?? null,
+      f.customer ?? null,
+      f.parkReason ?? null,
+      f.origin == null ? null : likeLiteral(f.origin),
+      f.text == null ? null : likeLiteral(f.text),
+      f.limit,
+    ],
   };
 }
 
