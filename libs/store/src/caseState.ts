@@ -7,7 +7,7 @@
  * finish and wake, gate open and decision, dispatch moves, the case stop.
  */
 import type { CaseState } from '@everdict/contracts';
-import { lockCaseForState, refreshCaseState as refreshStatement } from './sql/caseState.js';
+import { lockCaseForState, lockCasesForState, refreshCaseState as refreshStatement } from './sql/caseState.js';
 import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
@@ -49,19 +49,77 @@ export function unchangedBy(cause: string, state: string): boolean {
 export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: CaseStateCause): Promise<CaseStateRefresh | undefined> {
   const locked = (await uow.query<LockedCaseState>(lockCaseForState(caseId))).rows[0];
   if (!locked) return undefined;
+  const derived = await derive(uow, caseId, cause, locked);
+  if (derived === undefined || derived.record === null) return derived?.refresh;
+  const appended = await uow.appendLedger(caseId, derived.record, { lockedHead: { seq: locked.head_seq, hash: locked.head_hash } });
+  return { ...derived.refresh, appended };
+}
+
+/**
+ * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes):
+ * every case lock in one statement (case-id order), each derivation on its own, every
+ * `case_state` record in one statement. Same result per case as refreshCaseState one by one.
+ */
+export async function refreshCaseStates(uow: UnitOfWork, parts: readonly { caseId: string; cause: CaseStateCause }[]): Promise<Map<string, CaseStateRefresh>> {
+  const out = new Map<string, CaseStateRefresh>();
+  if (parts.length === 0) return out;
+  const rows = (await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows;
+  const locked = new Map(rows.map((r) => [r.case_id, r]));
+  const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: { seq: number; hash: string } }[] = [];
+  const pending = new Map<string, CaseStateRefresh>();
+  for (const p of [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0))) {
+    const l = locked.get(p.caseId);
+    if (!l) continue;
+    const derived = await derive(uow, p.caseId, p.cause, l);
+    if (derived === undefined) continue;
+    if (derived.record === null) out.set(p.caseId, derived.refresh);
+    else {
+      pending.set(p.caseId, derived.refresh);
+      records.push({ caseId: p.caseId, rec: derived.record, lockedHead: { seq: l.head_seq, hash: l.head_hash } });
+    }
+  }
+  const appended = await uow.appendLedgerLocked(records);
+  records.forEach((r, i) => out.set(r.caseId, { ...pending.get(r.caseId)!, appended: appended[i]! }));
+  return out;
+}
+
+/**
+ * The derivation under a case lock already held: the refresh, and the `case_state` record to
+ * append when the state changed (null when it did not). The head stays the one read under the
+ * lock: the derivation appends nothing.
+ */
+async function derive(uow: UnitOfWork, caseId: string, cause: CaseStateCause, locked: LockedCaseState): Promise<{ refresh: CaseStateRefresh; record: { kind: string; body: unknown } | null } | undefined> {
   if (unchangedBy(cause.cause, locked.state)) {
     const state = locked.state as CaseState;
-    return { from: state, to: state, reason: locked.state_reason, appended: null };
+    return { refresh: { from: state, to: state, reason: locked.state_reason, appended: null }, record: null };
   }
   const r = (await uow.query<CaseStateChange>(refreshStatement(caseId))).rows[0];
   if (!r) return undefined;
   const from = r.from_state as CaseState;
   const to = r.to_state as CaseState;
-  if (!r.changed) return { from, to, reason: r.to_reason, appended: null };
-  const appended = await uow.appendLedger(caseId, {
-    kind: 'case_state',
-    // `why` only for a finished root that cannot be resolved yet: what keeps it from resolving.
-    body: { from, to, fromReason: r.from_reason, reason: r.to_reason, ...(r.to_reason === 'unreconciled' ? { why: r.why } : {}), ...cause },
+  const refresh = { from, to, reason: r.to_reason, appended: null };
+  if (!r.changed) return { refresh, record: null };
+  return {
+    refresh,
+    record: {
+      kind: 'case_state',
+      // `why` only for a finished root that cannot be resolved yet: what keeps it from resolving.
+      body: { from, to, fromReason: r.from_reason, reason: r.to_reason, ...(r.to_reason === 'unreconciled' ? { why: r.why } : {}), ...cause },
+    },
+  };
+}
+
+/**
+ * refreshCaseState at COMMIT: the refresh of every case queued in this unit of work runs as one
+ * batch (refreshCaseStates) just before COMMIT, after everything the callback wrote — for a
+ * caller that does not read the result (a claim in a consumer's batch). A case queued twice is
+ * refreshed once, with its first cause: the derivation reads the unit of work's final records
+ * either way.
+ */
+export function refreshCaseStateAtCommit(uow: UnitOfWork, caseId: string, cause: CaseStateCause): void {
+  uow.collectForCommit('case_state', { caseId, cause }, async (parts) => {
+    const first = new Map<string, CaseStateCause>();
+    for (const p of parts) if (!first.has(p.caseId)) first.set(p.caseId, p.cause);
+    await refreshCaseStates(uow, [...first].map(([id, c]) => ({ caseId: id, cause: c })));
   });
-  return { from, to, reason: r.to_reason, appended };
 }

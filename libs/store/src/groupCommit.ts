@@ -31,7 +31,7 @@
  * other writes never wait on those refreshes.
  */
 import { isEverdictError } from '@everdict/contracts';
-import { refreshCaseState } from './caseState.js';
+import { refreshCaseState, refreshCaseStates } from './caseState.js';
 import type { CaseStateCause } from './caseState.js';
 import { StaleFence } from './errors.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
@@ -179,14 +179,13 @@ export class JournalCommitter {
               if (kind === 'deferred') await uow.query(DEFER_DURABILITY);
               const { rows } = await uow.query<JournalWriteResult>(statement);
               if (kind === 'moving') {
-                // Each applied part's case state, in case-id order (the order the case locks are
-                // taken in), in the transaction that wrote the part. A case has at most one part
-                // here: every finish carries a ledger record, and a batch one record per case.
-                const applied = rows.filter((r) => r.fenced && r.applied).sort((a, b) => (batch[a.idx]!.caseId < batch[b.idx]!.caseId ? -1 : 1));
-                for (const r of applied) {
-                  const p = batch[r.idx]!;
-                  written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), await refreshCaseState(uow, p.caseId, p.cause!)));
-                }
+                // Each applied part's case state, in the transaction that wrote the part: the case
+                // locks in one statement (case-id order), the case_state records in one. A case
+                // has at most one part here: every finish carries a ledger record, and a batch one
+                // record per case.
+                const applied = rows.filter((r) => r.fenced && r.applied);
+                const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })));
+                for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
               }
               return rows;
             });

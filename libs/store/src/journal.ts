@@ -178,6 +178,25 @@ export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: stri
 }
 
 /**
+ * writeTurn at COMMIT: queued with the unit of work's other such writes and written with them
+ * by ONE fenced statement just before COMMIT (the first intents of a batch of claims). Only a
+ * write without a ledger record, transition or outbox rows, whose result the caller does not
+ * read. A stale fence fails the whole unit of work with StaleFence (counted).
+ */
+export function writeTurnAtCommit(uow: UnitOfWork, token: FenceToken, caseId: string, w: TurnWrite): void {
+  if (w.ledger !== null || (w.transition ?? null) !== null || (w.outbox ?? []).length > 0) throw new Error('writeTurnAtCommit: a write with a ledger record, transition or outbox rows is written by writeTurn');
+  uow.collectForCommit('turn_writes', { token, caseId, w }, async (parts) => {
+    const rows = (await uow.query<JournalWriteResult>(writeJournals(parts.map((p) => journalItem(p.token, p.caseId, p.w, null))))).rows;
+    for (const r of rows) {
+      if (r.fenced) continue;
+      const { token: stale } = parts[r.idx]!;
+      await uow.requireFence(stale, 'write_journal'); // throws StaleFence and counts it
+      throw new StaleFence(stale.taskId, stale.epoch, 'write_journal');
+    }
+  });
+}
+
+/**
  * The same write as ONE statement, without an explicit transaction: the statement is its own
  * unit of work, fenced by its own WHERE clause. A ledger record is chained after `head` (what
  * this worker last appended to the case) by compare-and-set; if the head moved meanwhile (or

@@ -33,7 +33,12 @@ export class Store {
   async unitOfWork<T>(fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
     const started = performance.now();
     try {
-      const result = await this.db.transaction((tx) => fn(new UnitOfWork(tx, this.metrics)));
+      const result = await this.db.transaction(async (tx) => {
+        const uow = new UnitOfWork(tx, this.metrics);
+        const r = await fn(uow);
+        await uow.settleBeforeCommit();
+        return r;
+      });
       this.metrics.transaction('commit', (performance.now() - started) / 1000);
       return result;
     } catch (err) {

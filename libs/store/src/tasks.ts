@@ -10,8 +10,8 @@
 import type { TaskState, WakeCause } from '@everdict/contracts';
 import type { Queryable } from './db.js';
 import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
-import type { TaskRow } from './sql/tasks.js';
-import { refreshCaseState } from './caseState.js';
+import type { ClaimedExtras, TaskRow } from './sql/tasks.js';
+import { refreshCaseState, refreshCaseStateAtCommit } from './caseState.js';
 import { parkAtCapacity, slotDecision } from './caps.js';
 import type { ClaimCaps } from './caps.js';
 import type { Store } from './store.js';
@@ -30,7 +30,15 @@ export async function lockTask(uow: UnitOfWork, taskId: string): Promise<TaskRow
 }
 
 type TaskClaim =
-  | { readonly claimed: true; readonly token: FenceToken; readonly task: TaskRow }
+  | {
+      readonly claimed: true;
+      readonly token: FenceToken;
+      readonly task: TaskRow;
+      /** The task's case type (read with the claim). */
+      readonly caseType: string;
+      /** Nothing journalled, checkpointed or waiting for the task yet: it was just opened or spawned. */
+      readonly untouched: boolean;
+    }
   | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling' | 'capacity'; readonly state?: TaskState };
 
 /**
@@ -42,16 +50,18 @@ type TaskClaim =
 export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number, caps?: ClaimCaps): Promise<TaskClaim> {
   // Per-case caps (caps.ts): a claim beyond the case type's workerSlots parks the task instead.
   const slots = await slotDecision(q, taskId, caps);
-  const task = slots.kind === 'contended' ? undefined : (await q.query<TaskRow>(claimStatement(taskId, owner, ttlMs, slots.kind === 'cap' ? slots.limit : null))).rows[0];
-  if (!task && slots.kind !== 'none' && caps && (await parkAtCapacity(q, taskId, { cap: 'workerSlots', limit: slots.limit, why: slots.kind === 'cap' ? 'full' : 'contended' }, caps.retryMs))) {
+  const claimed = slots.kind === 'contended' ? undefined : (await q.query<TaskRow & ClaimedExtras>(claimStatement(taskId, owner, ttlMs, slots.kind === 'cap' ? slots.limit : null))).rows[0];
+  if (!claimed && slots.kind !== 'none' && caps && (await parkAtCapacity(q, taskId, { cap: 'workerSlots', limit: slots.limit, why: slots.kind === 'cap' ? 'full' : 'contended' }, caps.retryMs))) {
     const row = await loadTask(q, taskId);
     if (row && q instanceof UnitOfWork) await refreshCaseState(q, row.case_id, { cause: 'capacity_parked', taskId });
     return { claimed: false, reason: 'capacity', ...(row ? { state: row.state } : {}) };
   }
-  if (task) {
-    // A claim in a unit of work commits with it, and so does the case state it changes.
-    if (q instanceof UnitOfWork) await refreshCaseState(q, task.case_id, { cause: 'task_claimed', taskId });
-    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task };
+  if (claimed) {
+    const { claimed_case_type: caseType, claimed_untouched: untouched, ...task } = claimed;
+    // A claim in a unit of work commits with it, and so does the case state it changes
+    // (re-derived at COMMIT, with the other claims of the same unit of work).
+    if (q instanceof UnitOfWork) refreshCaseStateAtCommit(q, task.case_id, { cause: 'task_claimed', taskId });
+    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task, caseType, untouched };
   }
   const row = await loadTask(q, taskId);
   if (!row) return { claimed: false, reason: 'not_found' };

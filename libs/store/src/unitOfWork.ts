@@ -6,15 +6,15 @@
 import { newId, sha256Hex } from '@everdict/contracts';
 import type { InboxDisposition } from '@everdict/contracts';
 import type { Queryable, QueryResult, Sql } from './db.js';
-import { DuplicateKey, StaleFence } from './errors.js';
+import { StaleFence } from './errors.js';
 import { chainNext } from './ledgerHash.js';
 import type { LedgerHead } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { insertCase, selectCaseByOrigin } from './sql/cases.js';
 import { lockHeldFence } from './sql/journal.js';
 import { insertInbox, selectInbox, updateInboxDisposition } from './sql/inbox.js';
-import { insertLedger, insertLedgerGenesis, lockLedgerHead, selectLedgerRecord, upsertLedgerHead } from './sql/ledger.js';
-import type { LedgerRow } from './sql/ledger.js';
+import { appendLedgerRecord, appendLedgerRecords, insertLedgerGenesis, lockLedgerHeadForAppend } from './sql/ledger.js';
+import type { LedgerAppendResult, LedgerHeadForAppend } from './sql/ledger.js';
 import { insertOutbox, notifyOutbox } from './sql/outbox.js';
 import { insertPaperRevision, upsertPaper } from './sql/papers.js';
 import { insertTask, lockFence, transitionTask } from './sql/tasks.js';
@@ -64,8 +64,31 @@ const MAX_LEDGER_RETRIES = 20;
 export class UnitOfWork {
   private readonly fences = new Set<string>();
   private notified = false;
+  /** Items collected for one statement at COMMIT, by key, in registration order (collectForCommit). */
+  private readonly atCommit = new Map<string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }>();
 
   constructor(private readonly tx: Queryable, private readonly metrics: StoreMetrics) {}
+
+  /**
+   * Queues `item` under `key`; after the unit of work's callback returned, and before COMMIT,
+   * `flush` runs once with every item queued under that key (so N handlers of a batch share
+   * ONE statement instead of N). The flush is part of the transaction: if it throws, nothing of
+   * the unit of work commits. Only work whose result nobody in the callback reads may be queued.
+   */
+  collectForCommit<T>(key: string, item: T, flush: (items: T[]) => Promise<void>): void {
+    const slot = this.atCommit.get(key);
+    if (slot) slot.items.push(item);
+    else this.atCommit.set(key, { items: [item], flush: flush as (items: unknown[]) => Promise<void> });
+  }
+
+  /** Runs the queued flushes (Store.unitOfWork calls it before COMMIT); a flush may queue more. */
+  async settleBeforeCommit(): Promise<void> {
+    while (this.atCommit.size > 0) {
+      const [key, slot] = this.atCommit.entries().next().value as [string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }];
+      this.atCommit.delete(key);
+      await slot.flush(slot.items);
+    }
+  }
 
   /** Raw statement inside this transaction, for handler-specific SQL. */
   query<R = Record<string, unknown>>(q: Sql): Promise<QueryResult<R>> {
@@ -157,30 +180,52 @@ export class UnitOfWork {
   }
 
   /**
-   * Appends to the case's hash chain. The head row is locked until COMMIT, so appends to one
-   * case serialise instead of thrashing. Should an append still collide (a head written by a
-   * path that did not lock it), we roll back to the savepoint, re-read the head and retry with
-   * the SAME record id. A record id already in the chain is returned as-is, never appended twice.
+   * Appends to the case's hash chain: the head is locked until COMMIT (so appends to one case
+   * serialise instead of thrashing), then the record and the head move in one statement — two
+   * round trips, one when the caller already holds the head lock and passes the head it read
+   * under it (`lockedHead`, e.g. the case-state lock). A record id already in the chain is
+   * returned as-is, never appended twice. Should the insert still collide (a head written by a
+   * path that did not lock it), it wrote nothing, and the head is re-read and the SAME record id
+   * chained after it.
    */
-  async appendLedger(caseId: string, rec: LedgerAppend): Promise<LedgerAppended> {
+  async appendLedger(caseId: string, rec: LedgerAppend, opts: { lockedHead?: LedgerHead } = {}): Promise<LedgerAppended> {
     const recordId = rec.recordId ?? newId();
+    // A caller-chosen id may be chained already: only a fresh id may skip the look-up.
+    let head: LedgerHead | null | undefined = rec.recordId === undefined ? opts.lockedHead : undefined;
     for (let attempt = 0; attempt < MAX_LEDGER_RETRIES; attempt++) {
-      const existing = await this.tx.query<LedgerRow>(selectLedgerRecord(recordId));
-      if (existing.rows[0]) return { recordId, seq: existing.rows[0].seq, hash: existing.rows[0].hash };
-      const head = (await this.tx.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
-      const r = chainNext(caseId, head, { recordId, kind: rec.kind, body: rec.body }, new Date().toISOString());
-      await this.tx.query({ text: 'SAVEPOINT ev_ledger_append' });
-      try {
-        await this.tx.query(insertLedger({ caseId, ...r }));
-        await this.tx.query(upsertLedgerHead(caseId, r.seq, r.hash));
-        await this.tx.query({ text: 'RELEASE SAVEPOINT ev_ledger_append' });
-        return { recordId, seq: r.seq, hash: r.hash };
-      } catch (err) {
-        await this.tx.query({ text: 'ROLLBACK TO SAVEPOINT ev_ledger_append' });
-        if (!(err instanceof DuplicateKey)) throw err;
+      if (head === undefined) {
+        const found = (await this.tx.query<LedgerHeadForAppend>(lockLedgerHeadForAppend(caseId, recordId))).rows[0]!;
+        if (found.record_seq !== null) return { recordId, seq: found.record_seq, hash: found.record_hash! };
+        head = found.seq === null ? null : { seq: found.seq, hash: found.hash! };
       }
+      const r = chainNext(caseId, head, { recordId, kind: rec.kind, body: rec.body }, new Date().toISOString());
+      const done = (await this.tx.query<LedgerAppendResult>(appendLedgerRecord({ caseId, ...r }))).rows[0]!;
+      if (done.inserted === 1 && done.moved === 1) return { recordId, seq: r.seq, hash: r.hash };
+      if (done.inserted === 1) throw new Error(`ledger head of case ${caseId} is ahead of its chain at seq ${r.seq}`);
+      head = undefined;
     }
     throw new Error(`ledger append for case ${caseId} did not settle after ${MAX_LEDGER_RETRIES} attempts`);
+  }
+
+  /**
+   * appendLedger for fresh records of DISTINCT cases whose heads this unit of work holds locked
+   * (`lockedHead`, read under the lock): one statement for all of them. A record the statement
+   * skipped (a conflict) is appended on its own, re-reading its head.
+   */
+  async appendLedgerLocked(items: readonly { caseId: string; rec: Omit<LedgerAppend, 'recordId'>; lockedHead: LedgerHead }[]): Promise<LedgerAppended[]> {
+    if (new Set(items.map((i) => i.caseId)).size !== items.length) throw new Error('appendLedgerLocked: one record per case');
+    const createdAt = new Date().toISOString();
+    const chained = items.map((i) => chainNext(i.caseId, i.lockedHead, { recordId: newId(), kind: i.rec.kind, body: i.rec.body }, createdAt));
+    if (items.length === 0) return [];
+    const rows = (await this.tx.query<{ record_id: string; moved: boolean }>(appendLedgerRecords(items.map((i, n) => ({ caseId: i.caseId, ...chained[n]! }))))).rows;
+    const landed = new Map(rows.map((r) => [r.record_id, r.moved]));
+    const out: LedgerAppended[] = [];
+    for (const [n, r] of chained.entries()) {
+      const moved = landed.get(r.recordId);
+      if (moved === false) throw new Error(`ledger head of case ${items[n]!.caseId} is ahead of its chain at seq ${r.seq}`);
+      out.push(moved ? { recordId: r.recordId, seq: r.seq, hash: r.hash } : await this.appendLedger(items[n]!.caseId, { recordId: r.recordId, kind: r.kind, body: r.body }));
+    }
+    return out;
   }
 
   /** Stores bytes as the next revision of a named paper; returns its id, revision and hash. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
+import { claimTask } from '../src/tasks.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
 
@@ -65,6 +66,62 @@ describe('ledger', () => {
     ).rejects.toThrow('handler failed');
     expect(await t.store.readLedger(caseId)).toHaveLength(1);
     expect((await t.store.verifyLedger(caseId)).ok).toBe(true);
+  });
+
+  it('records of several cases append in one statement under their locks; one that collides is chained after the new head', async () => {
+    const cases = [await chain(2), await chain(3), await chain(1)];
+    const appended = await t.store.unitOfWork(async (uow) => {
+      const heads = [];
+      for (const c of [...cases].sort()) {
+        const { rows } = await uow.query<{ seq: number; hash: string }>({ text: 'SELECT seq, hash FROM ledger_heads WHERE case_id = $1::uuid FOR UPDATE', values: [c] });
+        heads.push({ caseId: c, head: rows[0]! });
+      }
+      // The second case's head as it was one record earlier (what a writer that did not lock it saw).
+      return uow.appendLedgerLocked(
+        heads.map((h, i) => ({ caseId: h.caseId, rec: { kind: 'note', body: { batch: i } }, lockedHead: i === 1 ? { seq: h.head.seq - 1, hash: 'stale' } : h.head })),
+      );
+    });
+    expect(appended).toHaveLength(3);
+    for (const c of cases) {
+      const rows = await t.store.readLedger(c);
+      expect(rows.filter((r) => r.kind === 'note' && (r.body as { batch?: number }).batch !== undefined)).toHaveLength(1);
+      expect(await t.store.verifyLedger(c)).toMatchObject({ ok: true });
+    }
+  });
+
+  it('claims in one unit of work re-derive their cases at COMMIT, one case_state record each', async () => {
+    const seeded = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];
+    await t.store.unitOfWork(async (uow) => {
+      for (const s of seeded) expect(await claimTask(uow, s.taskId, 'w', 30_000)).toMatchObject({ claimed: true, caseType: 'test', untouched: true });
+      // Not yet: the refresh runs after the callback, before COMMIT.
+      const { rows } = await uow.query<{ n: number }>({ text: "SELECT count(*)::int AS n FROM ledger WHERE kind = 'case_state' AND case_id = ANY($1::uuid[])", values: [seeded.map((s) => s.caseId)] });
+      expect(rows[0]!.n).toBe(0);
+    });
+    for (const s of seeded) {
+      const states = (await t.store.readLedger(s.caseId)).filter((r) => r.kind === 'case_state');
+      expect(states.map((r) => r.body)).toEqual([expect.objectContaining({ from: 'opened', to: 'running', cause: 'task_claimed', taskId: s.taskId })]);
+      const { rows } = await t.store.db.query<{ state: string }>({ text: 'SELECT state FROM cases WHERE id = $1::uuid', values: [s.caseId] });
+      expect(rows[0]!.state).toBe('running');
+      expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
+    }
+  });
+
+  it('work collected for COMMIT runs once with every item, and a failing flush commits nothing', async () => {
+    const caseId = await chain(1);
+    const flushed: number[][] = [];
+    await t.store.unitOfWork(async (uow) => {
+      for (const i of [1, 2, 3]) uow.collectForCommit('test', i, async (items: number[]) => void flushed.push(items));
+    });
+    expect(flushed).toEqual([[1, 2, 3]]);
+    await expect(
+      t.store.unitOfWork(async (uow) => {
+        await uow.appendLedger(caseId, { kind: 'note', body: {} });
+        uow.collectForCommit('test', 0, async () => {
+          throw new Error('flush failed');
+        });
+      }),
+    ).rejects.toThrow('flush failed');
+    expect(await t.store.readLedger(caseId)).toHaveLength(1);
   });
 
   const tamper: Array<[string, string, (caseId: string) => string]> = [

@@ -17,36 +17,27 @@
  */
 import { newId } from '@everdict/contracts';
 import { initialRunState, modelRequestFor } from '@everdict/agent-runtime';
-import { writeTurn } from '@everdict/store';
-import type { Queryable, UnitOfWork } from '@everdict/store';
+import { writeTurnAtCommit } from '@everdict/store';
+import type { UnitOfWork } from '@everdict/store';
 import { freshContext, objectiveText, runContextOf } from './activation.js';
 import type { Claim } from './activation.js';
 import type { Catalog } from './catalog.js';
 import { modelIntentRow, modelRequestDocument } from './turnJournal.js';
 
-/** Whether the task has nothing journalled, checkpointed or waiting, and its case type. */
-async function freshness(q: Queryable, taskId: string, caseId: string): Promise<{ fresh: boolean; caseType: string } | undefined> {
-  const { rows } = await q.query<{ fresh: boolean; case_type: string }>({
-    name: 'tw_first_intent_freshness',
-    text: `SELECT c.case_type,
-                  NOT EXISTS (SELECT 1 FROM runtime_calls r WHERE r.task_id = $1::uuid)
-              AND NOT EXISTS (SELECT 1 FROM turn_checkpoints k WHERE k.task_id = $1::uuid)
-              AND NOT EXISTS (SELECT 1 FROM task_notes n WHERE n.task_id = $1::uuid AND n.consumed_turn IS NULL) AS fresh
-             FROM cases c WHERE c.id = $2::uuid`,
-    values: [taskId, caseId],
-  });
-  const r = rows[0];
-  return r ? { fresh: r.fresh, caseType: r.case_type } : undefined;
+/** A claim as the store returns it: with the case type and whether the task is untouched. */
+export interface FreshClaim extends Claim {
+  readonly caseType: string;
+  /** Nothing journalled, checkpointed or waiting (read by the claim statement, claimTask). */
+  readonly untouched: boolean;
 }
 
 /** Writes turn 0's model intent for a freshly claimed task; false when it wrote nothing. */
-export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, claim: Claim): Promise<boolean> {
+export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, claim: FreshClaim): Promise<boolean> {
   const { task, token } = claim;
-  const facts = await freshness(uow, task.id, task.case_id);
-  if (!facts?.fresh) return false;
+  if (!claim.untouched) return false;
   let row: ReturnType<typeof modelIntentRow>;
   try {
-    const context = freshContext(catalog, task, facts.caseType);
+    const context = freshContext(catalog, task, claim.caseType);
     const view = catalog.view(task.profile, context.tools, context.envelope);
     const runCtx = runContextOf(task.id, view, context);
     const request = modelRequestFor({ tools: view.registry }, runCtx, initialRunState(task.id, objectiveText(task.objective)));
@@ -56,6 +47,7 @@ export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, cla
   } catch {
     return false; // nothing to write; the activation decides (and parks if it must)
   }
-  await writeTurn(uow, token, task.case_id, { papers: [row.request], completions: [], intents: [row.call], checkpoint: null, ledger: null });
+  // Written with the other first intents of the claim's unit of work, in one statement at COMMIT.
+  writeTurnAtCommit(uow, token, task.case_id, { papers: [row.request], completions: [], intents: [row.call], checkpoint: null, ledger: null });
   return true;
 }

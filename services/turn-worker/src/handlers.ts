@@ -32,6 +32,7 @@ import {
 import type { ClaimCaps, TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
 import type { Claim } from './activation.js';
+import type { FreshClaim } from './firstIntent.js';
 import { checkCancel, checkEffectOutcome, checkGateDecided } from './assignments.js';
 import { answeredByParent, controlHandlers } from './controlHandlers.js';
 import { deadEndHandler } from './deadEnd.js';
@@ -50,7 +51,7 @@ export interface HandlerEnv {
    * Writes a freshly opened task's first model intent in the claim's unit of work (so its first
    * turn costs the same commits as every other turn). Absent: the first turn writes it.
    */
-  readonly firstIntent?: (uow: UnitOfWork, claim: Claim) => Promise<unknown>;
+  readonly firstIntent?: (uow: UnitOfWork, claim: FreshClaim) => Promise<unknown>;
   /** The per-case caps the claim respects, under the config loaded now (caps.ts). */
   readonly caps?: () => ClaimCaps;
 }
@@ -74,7 +75,7 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const claim = await claimTask(uow, e.payload.taskId, env.owner, env.leaseTtlMs(), env.caps?.());
     if (!claim.claimed) return 'ignored';
     const held = { token: claim.token, task: claim.task };
-    if (e.payload.reason === 'opened') await env.firstIntent?.(uow, held);
+    if (e.payload.reason === 'opened') await env.firstIntent?.(uow, { ...held, caseType: claim.caseType, untouched: claim.untouched });
     env.claims.set(e.id, held);
     return 'applied';
   };

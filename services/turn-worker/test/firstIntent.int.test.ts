@@ -39,7 +39,7 @@ describe('the first intent written with the claim', () => {
     fx.store.unitOfWork(async (uow) => {
       const c = await claimTask(uow, taskId, 'w1', 30_000);
       if (!c.claimed) throw new Error('not claimed');
-      return { wrote: await prewriteFirstIntent(catalog, uow, { token: c.token, task: c.task }), epoch: c.token.epoch };
+      return { wrote: await prewriteFirstIntent(catalog, uow, { token: c.token, task: c.task, caseType: c.caseType, untouched: c.untouched }), epoch: c.token.epoch };
     });
 
   it("writes turn 0's exact request and intent under the claim's fence, once", async () => {

@@ -41,18 +41,40 @@
  */
 import type { Sql } from '../db.js';
 
-/** Takes the ledger head lock, then the case row lock: the order every case-row writer keeps. */
+/**
+ * Takes the ledger head lock, then the case row lock: the order every case-row writer keeps.
+ * Returns the head it locked, so a `case_state` record appends without locking it again.
+ */
 export function lockCaseForState(caseId: string): Sql {
   return {
-    name: 'ev_lock_case_for_state',
-    text: `SELECT c.state, c.state_reason FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1::uuid FOR UPDATE OF h, c`,
+    name: 'ev_lock_case_for_state_v2',
+    text: `SELECT c.state, c.state_reason, h.seq AS head_seq, h.hash AS head_hash FROM ledger_heads h JOIN cases c ON c.id = h.case_id WHERE h.case_id = $1::uuid FOR UPDATE OF h, c`,
     values: [caseId],
+  };
+}
+
+/**
+ * lockCaseForState for several cases in ONE statement: the rows are locked in case-id order
+ * (the lock is taken after the sort), the order a batch of refreshes keeps so two batches
+ * cannot deadlock.
+ */
+export function lockCasesForState(caseIds: readonly string[]): Sql {
+  return {
+    name: 'ev_lock_cases_for_state',
+    text: `SELECT h.case_id, c.state, c.state_reason, h.seq AS head_seq, h.hash AS head_hash
+             FROM ledger_heads h JOIN cases c ON c.id = h.case_id
+            WHERE h.case_id = ANY($1::uuid[])
+            ORDER BY h.case_id
+              FOR UPDATE OF h, c`,
+    values: [[...caseIds]],
   };
 }
 
 export interface LockedCaseState {
   state: string;
   state_reason: string | null;
+  head_seq: number;
+  head_hash: string;
 }
 
 export interface CaseStateChange {

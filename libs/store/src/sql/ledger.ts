@@ -27,26 +27,58 @@ export function insertLedgerGenesis(caseId: string): Sql {
   return { text: `INSERT INTO ledger_heads (case_id, seq, hash) VALUES ($1::uuid, 0, $2::text) ON CONFLICT DO NOTHING`, values: [caseId, LEDGER_GENESIS] };
 }
 
-export function selectLedgerRecord(recordId: string): Sql {
-  return { text: 'SELECT * FROM ledger WHERE record_id = $1::uuid', values: [recordId] };
+/** What an append finds under the head lock: the head, and the record when its id is already chained. */
+export interface LedgerHeadForAppend {
+  seq: number | null;
+  hash: string | null;
+  record_seq: number | null;
+  record_hash: string | null;
 }
 
-export function insertLedger(r: { caseId: string; seq: number; recordId: string; kind: string; body: unknown; prevHash: string; hash: string; createdAt: string }): Sql {
+/**
+ * The head of a case's chain, locked until COMMIT, and — in the same round trip — the record
+ * `recordId` names if it is already chained (an append of it is then answered with it, never
+ * repeated). Always one row; `seq` is null for a case with no head row yet.
+ */
+export function lockLedgerHeadForAppend(caseId: string, recordId: string): Sql {
   return {
-    name: 'ev_insert_ledger',
-    text: `INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
-           VALUES ($1::uuid, $2::bigint, $3::uuid, $4::text, $5::jsonb, $6::text, $7::text, $8::timestamptz)`,
-    values: [r.caseId, r.seq, r.recordId, r.kind, JSON.stringify(r.body), r.prevHash, r.hash, r.createdAt],
+    name: 'ev_lock_ledger_head_for_append',
+    text: `WITH h AS MATERIALIZED (SELECT seq, hash FROM ledger_heads WHERE case_id = $1::uuid FOR UPDATE)
+           SELECT (SELECT seq FROM h) AS seq, (SELECT hash FROM h) AS hash,
+                  (SELECT seq FROM ledger WHERE record_id = $2::uuid) AS record_seq,
+                  (SELECT hash FROM ledger WHERE record_id = $2::uuid) AS record_hash`,
+    values: [caseId, recordId],
   };
 }
 
-export function upsertLedgerHead(caseId: string, seq: number, hash: string): Sql {
+export interface LedgerAppendResult {
+  inserted: number;
+  moved: number;
+}
+
+/**
+ * Chains one record and moves the head to it in ONE statement, valid only under the head lock.
+ * A conflict (its seq or its record id already stored: a writer that did not take the lock)
+ * inserts nothing and raises nothing — `inserted` 0, and the caller re-reads the head — so the
+ * transaction needs no savepoint. `moved` 0 with `inserted` 1 would mean a head ahead of its
+ * own chain: the caller refuses it.
+ */
+export function appendLedgerRecord(r: { caseId: string; seq: number; recordId: string; kind: string; body: unknown; prevHash: string; hash: string; createdAt: string }): Sql {
   return {
-    name: 'ev_upsert_ledger_head',
-    text: `INSERT INTO ledger_heads (case_id, seq, hash) VALUES ($1::uuid, $2::bigint, $3::text)
-           ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
-           WHERE ledger_heads.seq < EXCLUDED.seq`,
-    values: [caseId, seq, hash],
+    name: 'ev_append_ledger_record',
+    text: `WITH ins AS (
+             INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
+             VALUES ($1::uuid, $2::bigint, $3::uuid, $4::text, $5::jsonb, $6::text, $7::text, $8::timestamptz)
+             ON CONFLICT DO NOTHING
+             RETURNING case_id, seq, hash
+           ), head AS (
+             INSERT INTO ledger_heads (case_id, seq, hash) SELECT case_id, seq, hash FROM ins
+             ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
+             WHERE ledger_heads.seq < EXCLUDED.seq
+             RETURNING seq
+           )
+           SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM head)::int AS moved`,
+    values: [r.caseId, r.seq, r.recordId, r.kind, JSON.stringify(r.body), r.prevHash, r.hash, r.createdAt],
   };
 }
 
@@ -54,5 +86,38 @@ export function selectLedger(caseId: string, afterSeq = 0, limit = 1000): Sql {
   return {
     text: 'SELECT * FROM ledger WHERE case_id = $1::uuid AND seq > $2::bigint ORDER BY seq LIMIT $3::int',
     values: [caseId, afterSeq, limit],
+  };
+}
+
+/**
+ * appendLedgerRecord for records of DISTINCT cases in one statement, each under its case's head
+ * lock. A record that conflicts is skipped (not an error); `inserted`/`moved` count the rest,
+ * and the caller appends a skipped one on its own.
+ */
+export function appendLedgerRecords(rs: readonly { caseId: string; seq: number; recordId: string; kind: string; body: unknown; prevHash: string; hash: string; createdAt: string }[]): Sql {
+  return {
+    name: 'ev_append_ledger_records',
+    text: `WITH ins AS (
+             INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], $7::text[], $8::timestamptz[])
+             ON CONFLICT DO NOTHING
+             RETURNING case_id, seq, hash, record_id
+           ), head AS (
+             INSERT INTO ledger_heads (case_id, seq, hash) SELECT case_id, seq, hash FROM ins
+             ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
+             WHERE ledger_heads.seq < EXCLUDED.seq
+             RETURNING case_id
+           )
+           SELECT ins.record_id, EXISTS (SELECT 1 FROM head WHERE head.case_id = ins.case_id) AS moved FROM ins`,
+    values: [
+      rs.map((r) => r.caseId),
+      rs.map((r) => r.seq),
+      rs.map((r) => r.recordId),
+      rs.map((r) => r.kind),
+      rs.map((r) => JSON.stringify(r.body)),
+      rs.map((r) => r.prevHash),
+      rs.map((r) => r.hash),
+      rs.map((r) => r.createdAt),
+    ],
   };
 }

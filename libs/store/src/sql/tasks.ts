@@ -74,22 +74,35 @@ export function lockTask(taskId: string): Sql {
  */
 export function claimTask(taskId: string, owner: string, ttlMs: number, workerSlots: number | null = null): Sql {
   return {
-    name: 'ev_claim_task',
-    text: `UPDATE tasks
-              SET fence_epoch = fence_epoch + 1, row_version = row_version + 1,
-                  lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
-                  state = 'running', updated_at = now()
-            WHERE id = $1::uuid
-              AND state IN ('open', 'running')
-              AND (lease_until IS NULL OR lease_until <= now())
-              AND cancel_requested IS DISTINCT FROM 'hard'
-              AND ($4::int IS NULL
-                   OR (SELECT count(*) FROM tasks r
-                        WHERE r.case_id = tasks.case_id AND r.id <> tasks.id
-                          AND r.state = 'running' AND r.lease_until > now()) < $4::int)
-        RETURNING ${taskColumns()}`,
+    name: 'ev_claim_task_v2',
+    text: `WITH t AS (
+             UPDATE tasks
+                SET fence_epoch = fence_epoch + 1, row_version = row_version + 1,
+                    lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
+                    state = 'running', updated_at = now()
+              WHERE id = $1::uuid
+                AND state IN ('open', 'running')
+                AND (lease_until IS NULL OR lease_until <= now())
+                AND cancel_requested IS DISTINCT FROM 'hard'
+                AND ($4::int IS NULL
+                     OR (SELECT count(*) FROM tasks r
+                          WHERE r.case_id = tasks.case_id AND r.id <> tasks.id
+                            AND r.state = 'running' AND r.lease_until > now()) < $4::int)
+          RETURNING ${taskColumns()}
+           )
+           SELECT t.*, c.case_type AS claimed_case_type,
+                  NOT EXISTS (SELECT 1 FROM runtime_calls r WHERE r.task_id = t.id)
+              AND NOT EXISTS (SELECT 1 FROM turn_checkpoints k WHERE k.task_id = t.id)
+              AND NOT EXISTS (SELECT 1 FROM task_notes n WHERE n.task_id = t.id AND n.consumed_turn IS NULL) AS claimed_untouched
+             FROM t JOIN cases c ON c.id = t.case_id`,
     values: [taskId, owner, ttlMs, workerSlots],
   };
+}
+
+/** What a claim returns beside the task row: the case type, and whether the task is untouched. */
+export interface ClaimedExtras {
+  claimed_case_type: string;
+  claimed_untouched: boolean;
 }
 
 /**
