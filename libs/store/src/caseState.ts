@@ -9,6 +9,7 @@
 import type { CaseState } from '@everdict/contracts';
 import { lockCaseForState, lockCasesForState, refreshCaseState as refreshStatement } from './sql/caseState.js';
 import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
+import type { LedgerHead } from './ledgerHash.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
 /** What changed a case's records: a kind (`task_claimed`, `gate_opened`, …) and the ids involved. */
@@ -25,6 +26,8 @@ export interface CaseStateRefresh {
   readonly reason: string | null;
   /** The ledger record of the change; null when the state did not change. */
   readonly appended: LedgerAppended | null;
+  /** The case's ledger head once refreshed: the record appended, else the head read under the lock. */
+  readonly head: LedgerHead;
 }
 
 /**
@@ -51,8 +54,8 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
   if (!locked) return undefined;
   const derived = await derive(uow, caseId, cause, locked);
   if (derived === undefined || derived.record === null) return derived?.refresh;
-  const appended = await uow.appendLedger(caseId, derived.record, { lockedHead: { seq: locked.head_seq, hash: locked.head_hash } });
-  return { ...derived.refresh, appended };
+  const appended = await uow.appendLedger(caseId, derived.record, { lockedHead: derived.refresh.head });
+  return { ...derived.refresh, appended, head: { seq: appended.seq, hash: appended.hash } };
 }
 
 /**
@@ -65,7 +68,7 @@ export async function refreshCaseStates(uow: UnitOfWork, parts: readonly { caseI
   if (parts.length === 0) return out;
   const rows = (await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows;
   const locked = new Map(rows.map((r) => [r.case_id, r]));
-  const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: { seq: number; hash: string } }[] = [];
+  const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: LedgerHead }[] = [];
   const pending = new Map<string, CaseStateRefresh>();
   for (const p of [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0))) {
     const l = locked.get(p.caseId);
@@ -75,11 +78,11 @@ export async function refreshCaseStates(uow: UnitOfWork, parts: readonly { caseI
     if (derived.record === null) out.set(p.caseId, derived.refresh);
     else {
       pending.set(p.caseId, derived.refresh);
-      records.push({ caseId: p.caseId, rec: derived.record, lockedHead: { seq: l.head_seq, hash: l.head_hash } });
+      records.push({ caseId: p.caseId, rec: derived.record, lockedHead: derived.refresh.head });
     }
   }
   const appended = await uow.appendLedgerLocked(records);
-  records.forEach((r, i) => out.set(r.caseId, { ...pending.get(r.caseId)!, appended: appended[i]! }));
+  records.forEach((r, i) => out.set(r.caseId, { ...pending.get(r.caseId)!, appended: appended[i]!, head: { seq: appended[i]!.seq, hash: appended[i]!.hash } }));
   return out;
 }
 
@@ -89,15 +92,16 @@ export async function refreshCaseStates(uow: UnitOfWork, parts: readonly { caseI
  * lock: the derivation appends nothing.
  */
 async function derive(uow: UnitOfWork, caseId: string, cause: CaseStateCause, locked: LockedCaseState): Promise<{ refresh: CaseStateRefresh; record: { kind: string; body: unknown } | null } | undefined> {
+  const head = { seq: locked.head_seq, hash: locked.head_hash };
   if (unchangedBy(cause.cause, locked.state)) {
     const state = locked.state as CaseState;
-    return { refresh: { from: state, to: state, reason: locked.state_reason, appended: null }, record: null };
+    return { refresh: { from: state, to: state, reason: locked.state_reason, appended: null, head }, record: null };
   }
   const r = (await uow.query<CaseStateChange>(refreshStatement(caseId))).rows[0];
   if (!r) return undefined;
   const from = r.from_state as CaseState;
   const to = r.to_state as CaseState;
-  const refresh = { from, to, reason: r.to_reason, appended: null };
+  const refresh = { from, to, reason: r.to_reason, appended: null, head };
   if (!r.changed) return { refresh, record: null };
   return {
     refresh,
@@ -109,17 +113,28 @@ async function derive(uow: UnitOfWork, caseId: string, cause: CaseStateCause, lo
   };
 }
 
+/** The case's ledger head as a unit of work leaves it, known once its COMMIT-time refresh ran. */
+export interface HeadAtCommit {
+  /** Set just before COMMIT (null until then, or when the case was not found). */
+  head: LedgerHead | null;
+}
+
 /**
  * refreshCaseState at COMMIT: the refresh of every case queued in this unit of work runs as one
  * batch (refreshCaseStates) just before COMMIT, after everything the callback wrote — for a
- * caller that does not read the result (a claim in a consumer's batch). A case queued twice is
+ * caller that does not read the state (a claim in a consumer's batch). A case queued twice is
  * refreshed once, with its first cause: the derivation reads the unit of work's final records
- * either way.
+ * either way. The returned holder receives the case's head after the refresh (read once the
+ * unit of work committed; a later append by anyone else only makes it stale, which a
+ * compare-and-set on the head detects).
  */
-export function refreshCaseStateAtCommit(uow: UnitOfWork, caseId: string, cause: CaseStateCause): void {
-  uow.collectForCommit('case_state', { caseId, cause }, async (parts) => {
+export function refreshCaseStateAtCommit(uow: UnitOfWork, caseId: string, cause: CaseStateCause): HeadAtCommit {
+  const at: HeadAtCommit = { head: null };
+  uow.collectForCommit('case_state', { caseId, cause, at }, async (parts) => {
     const first = new Map<string, CaseStateCause>();
     for (const p of parts) if (!first.has(p.caseId)) first.set(p.caseId, p.cause);
-    await refreshCaseStates(uow, [...first].map(([id, c]) => ({ caseId: id, cause: c })));
+    const states = await refreshCaseStates(uow, [...first].map(([id, c]) => ({ caseId: id, cause: c })));
+    for (const p of parts) p.at.head = states.get(p.caseId)?.head ?? null;
   });
+  return at;
 }

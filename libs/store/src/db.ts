@@ -22,6 +22,13 @@ export interface Queryable {
 }
 
 export interface Db extends Queryable {
+  /**
+   * Runs ONE statement as its own transaction whose COMMIT returns without waiting for the WAL
+   * flush (`synchronous_commit = off`): committed and visible when it resolves, durable once
+   * any later synchronous commit flushes the WAL (Postgres flushes it in order). A port without
+   * deferred durability may commit it synchronously; nothing may rely on it being lost.
+   */
+  queryDeferred<R = Record<string, unknown>>(sql: Sql): Promise<QueryResult<R>>;
   /** Runs `fn` inside BEGIN … COMMIT on one connection; ROLLBACK if it throws. */
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /** LISTEN on a channel on a dedicated connection; resolves to an unlisten function. */

@@ -16,8 +16,8 @@
  * Batching is natural: while `concurrency` statements are in flight, new writes queue; each
  * statement takes everything queued (up to `maxBatch`). An idle committer writes at once.
  *
- * Deferred durability (`deferDurability`): the statement runs in a transaction with
- * `synchronous_commit = off`, so its COMMIT does not wait for the WAL flush. Postgres flushes
+ * Deferred durability (`deferDurability`): the statement runs as a transaction of its own with
+ * `synchronous_commit = off` (Db.queryDeferred), so its COMMIT does not wait for the WAL flush. Postgres flushes
  * WAL in order, so the next synchronous commit of any transaction makes it durable too, and a
  * Postgres crash before that loses it together with everything committed after it. Only a write
  * that nobody outside the database acts on may be deferred: one with a ledger record, an outbox
@@ -41,10 +41,6 @@ import { writeJournals } from './sql/journal.js';
 import type { JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
-import type { Sql } from './db.js';
-
-/** Makes the transaction's COMMIT return before its WAL is flushed (this transaction only). */
-const DEFER_DURABILITY: Sql = { text: 'SET LOCAL synchronous_commit = off' };
 
 export interface CommitterWriteOptions {
   /**
@@ -175,10 +171,10 @@ export class JournalCommitter {
       const rows =
         kind === 'sync'
           ? (await this.store.db.query<JournalWriteResult>(statement)).rows
-          : await this.store.unitOfWork(async (uow) => {
-              if (kind === 'deferred') await uow.query(DEFER_DURABILITY);
-              const { rows } = await uow.query<JournalWriteResult>(statement);
-              if (kind === 'moving') {
+          : kind === 'deferred'
+            ? (await this.store.db.queryDeferred<JournalWriteResult>(statement)).rows
+            : await this.store.unitOfWork(async (uow) => {
+                const { rows } = await uow.query<JournalWriteResult>(statement);
                 // Each applied part's case state, in the transaction that wrote the part: the case
                 // locks in one statement (case-id order), the case_state records in one. A case
                 // has at most one part here: every finish carries a ledger record, and a batch one
@@ -186,11 +182,10 @@ export class JournalCommitter {
                 const applied = rows.filter((r) => r.fenced && r.applied);
                 const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })));
                 for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
-              }
-              return rows;
-            });
+                return rows;
+              });
       // A statement in a unit of work is counted as that unit of work (the store's transactions).
-      if (kind === 'sync') this.statements++;
+      if (kind !== 'moving') this.statements++;
       this.writes += batch.length;
       for (const r of rows) {
         const p = batch[r.idx]!;

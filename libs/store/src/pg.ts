@@ -43,11 +43,31 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
   // An idle client losing its server must not crash the process; the next checkout reconnects.
   pool.on('error', () => {});
   const direct = asQueryable(pool);
+  // Deferred-durability statements run on sessions of their own that commit with
+  // `synchronous_commit = off`: one round trip per statement, where a transaction on the main
+  // pool with SET LOCAL takes three (BEGIN + SET, the statement, COMMIT). Opened on first use;
+  // two connections, as many as the group committer has statements in flight.
+  let deferredPool: pg.Pool | undefined;
+  const deferred = (): Queryable => {
+    if (deferredPool === undefined) {
+      deferredPool = new pg.Pool({
+        connectionString,
+        max: 2,
+        application_name: `${opts.applicationName ?? 'everdict'}-deferred`,
+        statement_timeout: opts.statementTimeoutMs ?? 30_000,
+        options: '-c synchronous_commit=off',
+      });
+      deferredPool.on('error', () => {});
+    }
+    return asQueryable(deferredPool);
+  };
   const listeners = new Set<pg.Client>();
   let closed = false;
 
   return {
     query: (q) => direct.query(q),
+
+    queryDeferred: (q) => deferred().query(q),
 
     async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       let client: pg.PoolClient;
@@ -172,7 +192,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
     async close() {
       closed = true;
       await Promise.all([...listeners].map((c) => c.end().catch(() => {})));
-      await pool.end();
+      await Promise.all([pool.end(), deferredPool?.end()]);
     },
   };
 }

@@ -186,6 +186,9 @@ export async function createPgliteDb(dataDir: string | 'memory'): Promise<Db> {
   return {
     query: <R>(q: Sql) => enter('query', () => run<R>(pglite, q)),
 
+    // The embedded cluster commits every statement the same way: a deferred one is synchronous.
+    queryDeferred: <R>(q: Sql) => enter('query', () => run<R>(pglite, q)),
+
     transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
       return enter('transaction', () =>
         pglite.transaction(async (session: Transaction) => {

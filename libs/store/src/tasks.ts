@@ -12,6 +12,7 @@ import type { Queryable } from './db.js';
 import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
 import type { ClaimedExtras, TaskRow } from './sql/tasks.js';
 import { refreshCaseState, refreshCaseStateAtCommit } from './caseState.js';
+import type { HeadAtCommit } from './caseState.js';
 import { parkAtCapacity, slotDecision } from './caps.js';
 import type { ClaimCaps } from './caps.js';
 import type { Store } from './store.js';
@@ -38,6 +39,8 @@ type TaskClaim =
       readonly caseType: string;
       /** Nothing journalled, checkpointed or waiting for the task yet: it was just opened or spawned. */
       readonly untouched: boolean;
+      /** The case's ledger head as the claim's unit of work commits it (null: a claim outside one). */
+      readonly headAtCommit: HeadAtCommit | null;
     }
   | { readonly claimed: false; readonly reason: 'not_found' | 'not_claimable' | 'leased' | 'cancelling' | 'capacity'; readonly state?: TaskState };
 
@@ -60,8 +63,8 @@ export async function claimTask(q: Queryable, taskId: string, owner: string, ttl
     const { claimed_case_type: caseType, claimed_untouched: untouched, ...task } = claimed;
     // A claim in a unit of work commits with it, and so does the case state it changes
     // (re-derived at COMMIT, with the other claims of the same unit of work).
-    if (q instanceof UnitOfWork) refreshCaseStateAtCommit(q, task.case_id, { cause: 'task_claimed', taskId });
-    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task, caseType, untouched };
+    const headAtCommit = q instanceof UnitOfWork ? refreshCaseStateAtCommit(q, task.case_id, { cause: 'task_claimed', taskId }) : null;
+    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task, caseType, untouched, headAtCommit };
   }
   const row = await loadTask(q, taskId);
   if (!row) return { claimed: false, reason: 'not_found' };

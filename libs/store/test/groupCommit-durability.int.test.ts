@@ -1,7 +1,7 @@
 /**
  * Deferred durability of group-committed writes (groupCommit.ts), against real Postgres: a
- * write the caller may defer runs in a transaction of its own with `synchronous_commit = off`
- * and is committed (visible) when it resolves; a write carrying a task transition is
+ * write the caller may defer runs as one statement on the port's deferred sessions
+ * (`synchronous_commit = off`, Db.queryDeferred) and is committed (visible) when it resolves; a write carrying a task transition is
  * synchronous whatever the caller asked; deferred and synchronous writes queued together never
  * share a statement. The statements are observed at the database port (a recording wrapper
  * around the real pg port: the seam, not the thing under test).
@@ -19,8 +19,8 @@ import type { Db, Queryable, Sql } from '../src/db.js';
 import { seedCase } from './helpers.js';
 
 interface Logged {
-  /** The transaction it ran in (null: a statement of its own). */
-  readonly tx: number | null;
+  /** The transaction it ran in (null: a statement of its own; 'deferred': through queryDeferred). */
+  readonly tx: number | null | 'deferred';
   readonly text: string;
   readonly name: string | undefined;
 }
@@ -32,6 +32,10 @@ function recording(inner: Db): { db: Db; log: Logged[] } {
     query: (q: Sql) => {
       log.push({ tx: null, text: q.text, name: q.name });
       return inner.query(q);
+    },
+    queryDeferred: (q: Sql) => {
+      log.push({ tx: 'deferred', text: q.text, name: q.name });
+      return inner.queryDeferred(q);
     },
     transaction: (fn) =>
       inner.transaction((tx) => {
@@ -51,16 +55,16 @@ function recording(inner: Db): { db: Db; log: Logged[] } {
   return { db, log };
 }
 
-const DEFER = 'SET LOCAL synchronous_commit = off';
 const isJournal = (l: Logged) => l.name?.startsWith('ev_write_journals') === true;
 
 describe('group commit: deferred durability', () => {
   let store: Store;
   let log: Logged[];
   let close: () => Promise<void>;
+  let pg: Db;
   beforeAll(async () => {
     const info = await freshDatabase('group_commit_durability');
-    const pg = createPgDb(info.url, { max: 4 });
+    pg = createPgDb(info.url, { max: 4 });
     await migrate(pg);
     const r = recording(pg);
     store = new Store(r.db);
@@ -84,7 +88,14 @@ describe('group commit: deferred durability', () => {
   });
   const paperCount = async (name: string) => (await store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM papers WHERE name = $1', values: [name] })).rows[0]!.n;
 
-  it('a deferred write runs after SET LOCAL synchronous_commit = off in its own transaction, and is visible once it resolves', async () => {
+  it('the port runs a deferred statement on a session that commits without waiting for the flush, and only there', async () => {
+    const setting = async (q: (s: Sql) => Promise<{ rows: { synchronous_commit: string }[] }>) => (await q({ text: 'SHOW synchronous_commit' })).rows[0]!.synchronous_commit;
+    expect(await setting((s) => pg.queryDeferred(s))).toBe('off');
+    expect(await setting((s) => pg.query(s))).toBe('on');
+    expect(await pg.transaction((tx) => setting((s) => tx.query(s)))).toBe('on');
+  });
+
+  it('a deferred write is one statement through queryDeferred, visible once it resolves', async () => {
     const { caseId, token } = await held();
     const committer = new JournalCommitter(store);
     log.length = 0;
@@ -92,9 +103,8 @@ describe('group commit: deferred durability', () => {
     expect(await paperCount('deferred-a')).toBe(1);
     const journal = log.filter(isJournal);
     expect(journal).toHaveLength(1);
-    expect(journal[0]!.tx).not.toBeNull();
-    const inTx = log.filter((l) => l.tx === journal[0]!.tx).map((l) => l.text);
-    expect(inTx[0]).toBe(DEFER);
+    expect(journal[0]!.tx).toBe('deferred');
+    expect(log.filter((l) => l.tx === 'deferred')).toHaveLength(1);
   });
 
   it('a write with a task transition is synchronous even when the caller asks to defer it', async () => {
@@ -104,7 +114,7 @@ describe('group commit: deferred durability', () => {
     const release: TurnWrite = { ...paperWrite('released-b'), transition: { state: 'open', parkReason: null, parkDetail: null, wakeAfterMs: null } };
     await committer.write(token, caseId, release, null, { deferDurability: true });
     expect(await paperCount('released-b')).toBe(1);
-    expect(log.some((l) => l.text === DEFER)).toBe(false);
+    expect(log.some((l) => l.tx === 'deferred')).toBe(false);
     expect(log.filter(isJournal).map((l) => l.tx)).toEqual([null]);
   });
 
@@ -121,10 +131,8 @@ describe('group commit: deferred durability', () => {
     expect(await paperCount('sync-c')).toBe(1);
     const journal = log.filter(isJournal);
     expect(journal).toHaveLength(2);
-    const deferredTx = log.filter((l) => l.text === DEFER).map((l) => l.tx);
-    expect(deferredTx).toHaveLength(1);
-    // Exactly one of the two statements ran in the deferred transaction; the other alone.
-    expect(journal.filter((j) => j.tx !== null && deferredTx.includes(j.tx)).length).toBe(1);
+    // Exactly one of the two statements ran deferred; the other alone, synchronously.
+    expect(journal.filter((j) => j.tx === 'deferred').length).toBe(1);
     expect(journal.filter((j) => j.tx === null).length).toBe(1);
   });
 });

@@ -9,7 +9,7 @@
 import { canonicalJson, isEverdictError, newId, unavailableConnector } from '@everdict/contracts';
 import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
 import { initialRunState, resumeRun } from '@everdict/agent-runtime';
-import type { RunContext, RunState } from '@everdict/agent-runtime';
+import type { CallRecord, RunContext, RunState } from '@everdict/agent-runtime';
 import {
   askQuestion,
   loadRestorePoint,
@@ -18,7 +18,7 @@ import {
   recordVersionDecision,
   versionDecision,
 } from '@everdict/store';
-import type { FenceToken, LedgerHead, NoteRow, StoredCall, TaskRow } from '@everdict/store';
+import type { FenceToken, HeadAtCommit, LedgerHead, NoteRow, StoredCall, TaskRow } from '@everdict/store';
 import { markMessagesDurable } from './canonical.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
@@ -42,6 +42,22 @@ export interface Claim {
   readonly task: TaskRow;
   /** The trace of the delivery that made the claim; the activation's turns continue it. */
   readonly trace?: TraceContext;
+  /** Set when the claim's unit of work wrote the first intent of an untouched task (firstIntent.ts). */
+  readonly fresh?: FreshStart;
+}
+
+/**
+ * What an untouched task's activation starts from, handed over by the unit of work that claimed
+ * it: its restore point is known without reading it — no checkpoint, no pending note, and no
+ * journal row but turn 0's model intent, which that unit of work wrote.
+ */
+export interface FreshStart {
+  readonly caseType: string;
+  /** Turn 0's model intent, as written (the turn consumes it as a prewritten intent). */
+  readonly intent: CallRecord;
+  /** The versions the intent was built under (the baseline a version change is judged against). */
+  readonly versions: Versions;
+  readonly headAtCommit: HeadAtCommit | null;
 }
 
 /** The objective text of a task row (`{text}` as the runtime writes it, else its JSON). */
@@ -92,7 +108,8 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   let head: LedgerHead | null;
   let notes: NoteRow[];
   try {
-    const point = await loadRestorePoint(env.store.db, task.id, task.case_id);
+    const { fresh } = claim;
+    const point = fresh ? { checkpoint: null, caseType: fresh.caseType, head: fresh.headAtCommit?.head ?? null, calls: [], notes: [] } : await loadRestorePoint(env.store.db, task.id, task.case_id);
     head = point.head;
     stored = point.calls;
     notes = point.notes;
@@ -136,7 +153,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     return null;
   }
 
-  const baseline = (host?.versions ?? (stored.find((c) => c.ordinal === 0)?.versions as Versions | undefined)) ?? null;
+  const baseline = (host?.versions ?? claim.fresh?.versions ?? (stored.find((c) => c.ordinal === 0)?.versions as Versions | undefined)) ?? null;
   if (baseline !== null) {
     const changed = changedVersions(baseline, view.versions);
     if (changed.length > 0) {
@@ -192,7 +209,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     stored: new Map(stored.map((c) => [c.ordinal, c])),
     notes,
     checkpointed,
-    prewritten: null,
+    prewritten: claim.fresh?.intent ?? null,
     ledgerHead: head,
     turns: 0,
   };

@@ -18,9 +18,9 @@
 import { newId } from '@everdict/contracts';
 import { initialRunState, modelRequestFor } from '@everdict/agent-runtime';
 import { writeTurnAtCommit } from '@everdict/store';
-import type { UnitOfWork } from '@everdict/store';
+import type { HeadAtCommit, UnitOfWork } from '@everdict/store';
 import { freshContext, objectiveText, runContextOf } from './activation.js';
-import type { Claim } from './activation.js';
+import type { Claim, FreshStart } from './activation.js';
 import type { Catalog } from './catalog.js';
 import { modelIntentRow, modelRequestDocument } from './turnJournal.js';
 
@@ -29,13 +29,20 @@ export interface FreshClaim extends Claim {
   readonly caseType: string;
   /** Nothing journalled, checkpointed or waiting (read by the claim statement, claimTask). */
   readonly untouched: boolean;
+  /** The case's ledger head once the claim's unit of work commits (claimTask). */
+  readonly headAtCommit: HeadAtCommit | null;
 }
 
-/** Writes turn 0's model intent for a freshly claimed task; false when it wrote nothing. */
-export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, claim: FreshClaim): Promise<boolean> {
+/**
+ * Writes turn 0's model intent for a freshly claimed task. Returns what the activation starts
+ * from instead of reading its restore point (nothing else is journalled, checkpointed or
+ * waiting for the task: the claim read that under its lock), or null when it wrote nothing.
+ */
+export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, claim: FreshClaim): Promise<FreshStart | null> {
   const { task, token } = claim;
-  if (!claim.untouched) return false;
+  if (!claim.untouched) return null;
   let row: ReturnType<typeof modelIntentRow>;
+  let fresh: FreshStart;
   try {
     const context = freshContext(catalog, task, claim.caseType);
     const view = catalog.view(task.profile, context.tools, context.envelope);
@@ -43,11 +50,18 @@ export async function prewriteFirstIntent(catalog: Catalog, uow: UnitOfWork, cla
     const request = modelRequestFor({ tools: view.registry }, runCtx, initialRunState(task.id, objectiveText(task.objective)));
     const route = view.model.route;
     const requestDoc = { route, request };
-    row = modelIntentRow({ taskId: task.id, turn: 0, ordinal: 0, callId: newId(), kind: 'model', name: route.name, request: requestDoc, requestHash: '' }, route.name, view.versions, modelRequestDocument(task.id, requestDoc, view.registry));
+    const intent = { taskId: task.id, turn: 0, ordinal: 0, callId: newId(), kind: 'model' as const, name: route.name, request: requestDoc, requestHash: '' };
+    row = modelIntentRow(intent, route.name, view.versions, modelRequestDocument(task.id, requestDoc, view.registry));
+    fresh = {
+      caseType: claim.caseType,
+      intent: { ...intent, requestHash: row.request.contentHash, status: 'intent', response: null, responseHash: null },
+      versions: view.versions,
+      headAtCommit: claim.headAtCommit,
+    };
   } catch {
-    return false; // nothing to write; the activation decides (and parks if it must)
+    return null; // nothing to write; the activation decides (and parks if it must)
   }
   // Written with the other first intents of the claim's unit of work, in one statement at COMMIT.
   writeTurnAtCommit(uow, token, task.case_id, { papers: [row.request], completions: [], intents: [row.call], checkpoint: null, ledger: null });
-  return true;
+  return fresh;
 }

@@ -31,7 +31,7 @@ import {
 } from '@everdict/store';
 import type { ClaimCaps, TaskRow, UnitOfWork } from '@everdict/store';
 import type { Logger } from 'pino';
-import type { Claim } from './activation.js';
+import type { Claim, FreshStart } from './activation.js';
 import type { FreshClaim } from './firstIntent.js';
 import { checkCancel, checkEffectOutcome, checkGateDecided } from './assignments.js';
 import { answeredByParent, controlHandlers } from './controlHandlers.js';
@@ -51,7 +51,7 @@ export interface HandlerEnv {
    * Writes a freshly opened task's first model intent in the claim's unit of work (so its first
    * turn costs the same commits as every other turn). Absent: the first turn writes it.
    */
-  readonly firstIntent?: (uow: UnitOfWork, claim: FreshClaim) => Promise<unknown>;
+  readonly firstIntent?: (uow: UnitOfWork, claim: FreshClaim) => Promise<FreshStart | null>;
   /** The per-case caps the claim respects, under the config loaded now (caps.ts). */
   readonly caps?: () => ClaimCaps;
 }
@@ -75,8 +75,8 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     const claim = await claimTask(uow, e.payload.taskId, env.owner, env.leaseTtlMs(), env.caps?.());
     if (!claim.claimed) return 'ignored';
     const held = { token: claim.token, task: claim.task };
-    if (e.payload.reason === 'opened') await env.firstIntent?.(uow, { ...held, caseType: claim.caseType, untouched: claim.untouched });
-    env.claims.set(e.id, held);
+    const fresh = e.payload.reason === 'opened' ? await env.firstIntent?.(uow, { ...held, caseType: claim.caseType, untouched: claim.untouched, headAtCommit: claim.headAtCommit }) : null;
+    env.claims.set(e.id, fresh ? { ...held, fresh } : held);
     return 'applied';
   };
 

@@ -39,7 +39,8 @@ describe('the first intent written with the claim', () => {
     fx.store.unitOfWork(async (uow) => {
       const c = await claimTask(uow, taskId, 'w1', 30_000);
       if (!c.claimed) throw new Error('not claimed');
-      return { wrote: await prewriteFirstIntent(catalog, uow, { token: c.token, task: c.task, caseType: c.caseType, untouched: c.untouched }), epoch: c.token.epoch };
+      const fresh = await prewriteFirstIntent(catalog, uow, { token: c.token, task: c.task, caseType: c.caseType, untouched: c.untouched, headAtCommit: c.headAtCommit });
+      return { wrote: fresh !== null, fresh, epoch: c.token.epoch };
     });
 
   it("writes turn 0's exact request and intent under the claim's fence, once", async () => {
@@ -56,6 +57,12 @@ describe('the first intent written with the claim', () => {
     expect(doc.route.name).toBe('r');
     expect(doc.request.system).toBe('You handle tickets.');
     expect(doc.request.messages).toEqual([{ role: 'user', content: 'reset the password of user 7' }]);
+    // What the activation starts from instead of reading it back: the intent as written, and the
+    // case's ledger head as the claim's unit of work committed it (its case_state record).
+    expect(first.fresh!.intent).toMatchObject({ callId: call!.id, turn: 0, ordinal: 0, status: 'intent', requestHash: call!.requestHash });
+    const head = (await fx.store.db.query<{ seq: number; hash: string }>({ text: 'SELECT h.seq, h.hash FROM ledger_heads h JOIN tasks t ON t.case_id = h.case_id WHERE t.id = $1::uuid', values: [taskId] })).rows[0]!;
+    expect(first.fresh!.headAtCommit?.head).toEqual({ seq: head.seq, hash: head.hash });
+    expect(head.seq).toBeGreaterThan(0);
 
     // A later claim of the same task (given back, it has a journal now) writes nothing.
     await fx.store.db.query({ text: `UPDATE tasks SET state = 'open', lease_owner = NULL, lease_until = NULL WHERE id = $1::uuid`, values: [taskId] });
