@@ -2,9 +2,12 @@
  * Bus benchmark (issue 2 "Figures"; not a timed test). Prints JSON lines:
  *
  *   end-to-end messages/s through outbox → relay → RabbitMQ → inbox-dedup consumer → state
- *   transition (one row UPDATE per message, one unit of work per delivery), and the same run
- *   with the consumer's inbox insert switched off (the benchmark-only baseline), plus the dedup
- *   overhead in percent.
+ *   transition (one row UPDATE per message), and the same run with the consumer's inbox insert
+ *   switched off (the benchmark-only baseline), plus the dedup overhead in percent — for each
+ *   consumer batch size in BATCHES: 1 (one unit of work per delivery, as the gate, coordinator and
+ *   reconciler consume) and 64 (the deliveries ready together share one unit of work and one
+ *   inbox statement, as the turn-worker consumes: its `inboxBatchSize`). Both modes of a size run
+ *   the same consumer path; only the inbox rows differ.
  *
  * HANDLER=update (the issue's figure) makes the state transition one row UPDATE; HANDLER=turn makes
  * it turn-shaped like pgbench-turn (fenced task update + journal row + checkpoint row), which is
@@ -18,7 +21,8 @@
  *
  * Env: MESSAGES (default 20000 per mode), ROUNDS (default 1; modes alternate, best round kept),
  * PREFETCH (64), CONSUMERS (subscriptions, 2), POOL (Postgres pool, 24), RELAY_BATCH (500),
- * PRODUCERS (4), PRODUCER_BATCH (200), HANDLER (update | turn | both), TEST_DATABASE_URL, TEST_AMQP_URL.
+ * PRODUCERS (4), PRODUCER_BATCH (200), HANDLER (update | turn | both), BATCHES (consumer batch sizes,
+ * comma separated, default "1,64"), TEST_DATABASE_URL, TEST_AMQP_URL.
  */
 import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
 import { Store, createPgDb, migrate } from '@everdict/store';
@@ -49,6 +53,8 @@ const PRODUCER_BATCH = num('PRODUCER_BATCH', 200);
 const HANDLER = process.env['HANDLER'] ?? 'both';
 if (!['update', 'turn', 'both'].includes(HANDLER)) throw new Error('HANDLER must be update, turn or both');
 const TASKS = 10_000;
+const BATCHES = (process.env['BATCHES'] ?? '1,64').split(',').map(Number);
+if (BATCHES.some((b) => !Number.isInteger(b) || b < 1)) throw new Error('BATCHES must be positive integers, comma separated');
 
 type Mode = 'inbox_dedup' | 'no_inbox';
 type Shape = 'update' | 'turn';
@@ -69,19 +75,21 @@ async function main(): Promise<void> {
 
   const shapes: Shape[] = HANDLER === 'both' ? ['update', 'turn'] : [HANDLER as Shape];
   try {
-    await runMode('inbox_dedup', 'update', Math.min(2_000, MESSAGES)); // warm-up: JIT, prepared statements, queue leaders
+    await runMode('inbox_dedup', 'update', Math.min(2_000, MESSAGES), 1); // warm-up: JIT, prepared statements, queue leaders
     for (const shape of shapes) {
-      const results: Record<Mode, number[]> = { inbox_dedup: [], no_inbox: [] };
-      for (let r = 0; r < ROUNDS; r++) {
-        for (const mode of ['inbox_dedup', 'no_inbox'] as const) {
-          const rate = await runMode(mode, shape, MESSAGES);
-          results[mode].push(rate);
-          console.log(JSON.stringify({ system: 'everdict-bus', mode, handler: shape, round: r + 1, messages: MESSAGES, msg_per_s: Math.round(rate), prefetch: PREFETCH, consumers: CONSUMERS, pool: POOL, relay_batch: RELAY_BATCH }));
+      for (const batch of BATCHES) {
+        const results: Record<Mode, number[]> = { inbox_dedup: [], no_inbox: [] };
+        for (let r = 0; r < ROUNDS; r++) {
+          for (const mode of ['inbox_dedup', 'no_inbox'] as const) {
+            const rate = await runMode(mode, shape, MESSAGES, batch);
+            results[mode].push(rate);
+            console.log(JSON.stringify({ system: 'everdict-bus', mode, handler: shape, batch, round: r + 1, messages: MESSAGES, msg_per_s: Math.round(rate), prefetch: PREFETCH, consumers: CONSUMERS, pool: POOL, relay_batch: RELAY_BATCH }));
+          }
         }
+        const best = (m: Mode) => Math.max(...results[m]);
+        const overhead = (1 - best('inbox_dedup') / best('no_inbox')) * 100;
+        console.log(JSON.stringify({ system: 'everdict-bus', metric: 'dedup_overhead_pct', handler: shape, batch, value: Math.round(overhead * 10) / 10, inbox_dedup_msg_per_s: Math.round(best('inbox_dedup')), no_inbox_msg_per_s: Math.round(best('no_inbox')) }));
       }
-      const best = (m: Mode) => Math.max(...results[m]);
-      const overhead = (1 - best('inbox_dedup') / best('no_inbox')) * 100;
-      console.log(JSON.stringify({ system: 'everdict-bus', metric: 'dedup_overhead_pct', handler: shape, value: Math.round(overhead * 10) / 10, inbox_dedup_msg_per_s: Math.round(best('inbox_dedup')), no_inbox_msg_per_s: Math.round(best('no_inbox')) }));
     }
   } finally {
     await transport.close();
@@ -92,7 +100,7 @@ async function main(): Promise<void> {
     await dbInfo.drop();
   }
 
-  async function runMode(mode: Mode, shape: Shape, n: number): Promise<number> {
+  async function runMode(mode: Mode, shape: Shape, n: number, batchSize: number): Promise<number> {
     let applied = 0;
     let finish: () => void = () => {};
     const done = new Promise<void>((resolve) => (finish = resolve));
@@ -117,7 +125,7 @@ async function main(): Promise<void> {
       }
     };
     const handlers = Object.fromEntries(boundTypes(topology, 'turn-worker').map((t) => [t, transition])) as MessageHandlers;
-    const consumers = Array.from({ length: CONSUMERS }, () => new InboxConsumer({ store, transport, service: 'turn-worker', handlers, prefetch: PREFETCH, metrics, unsafeSkipInbox: mode === 'no_inbox' }));
+    const consumers = Array.from({ length: CONSUMERS }, () => new InboxConsumer({ store, transport, service: 'turn-worker', handlers, prefetch: PREFETCH, batchSize, metrics, unsafeSkipInbox: mode === 'no_inbox' }));
     for (const c of consumers) await c.start();
     const relay = new OutboxRelay({ store, transport, batchSize: RELAY_BATCH, pollMs: 200 });
     await relay.start();
@@ -154,7 +162,7 @@ async function main(): Promise<void> {
     const produced = performance.now();
     await done;
     const seconds = (performance.now() - started) / 1000;
-    process.stderr.write(`${mode}/${shape}: ${n} messages, producers done in ${((produced - started) / 1000).toFixed(2)} s, end-to-end ${seconds.toFixed(2)} s\n`);
+    process.stderr.write(`${mode}/${shape}/batch ${batchSize}: ${n} messages, producers done in ${((produced - started) / 1000).toFixed(2)} s, end-to-end ${seconds.toFixed(2)} s\n`);
 
     await relay.stop();
     for (const c of consumers) await c.stop();

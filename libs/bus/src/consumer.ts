@@ -235,7 +235,7 @@ export class InboxConsumer {
     this.retries = opts.transientRetries ?? 3;
     this.outageWaitMs = opts.outageWaitMs ?? 30_000;
     this.delayMs = opts.retryDelayMs ?? 100;
-    this.batchSize = opts.unsafeSkipInbox ? 1 : Math.max(1, Math.floor(opts.batchSize ?? 1));
+    this.batchSize = Math.max(1, Math.floor(opts.batchSize ?? 1));
     const missing = boundTypes(opts.transport.topology, opts.service).filter((t) => !(t in opts.handlers));
     if (missing.length > 0) {
       throw new EverdictError('config_invalid', `consumer ${opts.service} has no handler for bound message types: ${missing.join(', ')}`, {
@@ -442,11 +442,13 @@ export class InboxConsumer {
     const service = this.opts.service;
     return this.opts.store.unitOfWork(async (uow) => {
       const committed: (() => void)[] = [];
-      const fresh = await recordInboxBatch(
-        uow,
-        service,
-        batch.map((q) => ({ messageId: q.env.id, payloadHash: q.env.payloadHash, type: q.env.type })),
-      );
+      const fresh = this.opts.unsafeSkipInbox
+        ? new Set(batch.map((q) => q.env.id))
+        : await recordInboxBatch(
+            uow,
+            service,
+            batch.map((q) => ({ messageId: q.env.id, payloadHash: q.env.payloadHash, type: q.env.type })),
+          );
       const results: (UnitResult | null)[] = [];
       const ignored: string[] = [];
       const refused: string[] = [];
@@ -465,8 +467,10 @@ export class InboxConsumer {
         if (outcome === 'ignored') ignored.push(q.env.id);
         results.push({ kind: outcome });
       }
-      await setInboxDispositions(uow, service, ignored, 'ignored');
-      await setInboxDispositions(uow, service, refused, 'refused');
+      if (!this.opts.unsafeSkipInbox) {
+        await setInboxDispositions(uow, service, ignored, 'ignored');
+        await setInboxDispositions(uow, service, refused, 'refused');
+      }
       return { results, committed };
     });
   }
