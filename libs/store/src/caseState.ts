@@ -62,12 +62,17 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
  * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes):
  * every case lock in one statement (case-id order), each derivation on its own, every
  * `case_state` record in one statement. Same result per case as refreshCaseState one by one.
+ * `held`: the heads and case rows this unit of work already locked, in that order, and what it
+ * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
  */
-export async function refreshCaseStates(uow: UnitOfWork, parts: readonly { caseId: string; cause: CaseStateCause }[]): Promise<Map<string, CaseStateRefresh>> {
+export async function refreshCaseStates(
+  uow: UnitOfWork,
+  parts: readonly { caseId: string; cause: CaseStateCause }[],
+  held?: ReadonlyMap<string, LockedCaseState>,
+): Promise<Map<string, CaseStateRefresh>> {
   const out = new Map<string, CaseStateRefresh>();
   if (parts.length === 0) return out;
-  const rows = (await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows;
-  const locked = new Map(rows.map((r) => [r.case_id, r]));
+  const locked = held ?? new Map((await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows.map((r) => [r.case_id, r]));
   const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: LedgerHead }[] = [];
   const pending = new Map<string, CaseStateRefresh>();
   for (const p of [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0))) {

@@ -165,8 +165,9 @@ export class JournalCommitter {
     this.kick();
     try {
       const items = batch.map((p) => journalItem(p.token, p.caseId, p.w, p.head));
-      const statement = writeJournals(items);
       const kind = batch[0]!.kind;
+      // A finish's case row is locked (after its head) by the statement that writes the finish.
+      const statement = writeJournals(items, { lockCases: kind === 'moving' });
       const written = new Map<number, TurnWritten>();
       const rows =
         kind === 'sync'
@@ -176,11 +177,17 @@ export class JournalCommitter {
             : await this.store.unitOfWork(async (uow) => {
                 const { rows } = await uow.query<JournalWriteResult>(statement);
                 // Each applied part's case state, in the transaction that wrote the part: the case
-                // locks in one statement (case-id order), the case_state records in one. A case
-                // has at most one part here: every finish carries a ledger record, and a batch one
-                // record per case.
+                // rows locked by the statement, the case_state records in one more. A case has at
+                // most one part here: every finish carries a ledger record, and a batch one record
+                // per case; its head is now that record.
                 const applied = rows.filter((r) => r.fenced && r.applied);
-                const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })));
+                const held = new Map(
+                  applied.map((r) => {
+                    const ledger = items[r.idx]!.ledger!;
+                    return [batch[r.idx]!.caseId, { state: r.case_state!, state_reason: r.case_state_reason ?? null, head_seq: ledger.seq, head_hash: ledger.hash }] as const;
+                  }),
+                );
+                const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })), held);
                 for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
                 return rows;
               });

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
+import { JournalCommitter } from '../src/groupCommit.js';
+import type { TurnWrite } from '../src/journal.js';
 import { claimTask } from '../src/tasks.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
@@ -102,6 +104,44 @@ describe('ledger', () => {
       expect(states.map((r) => r.body)).toEqual([expect.objectContaining({ from: 'opened', to: 'running', cause: 'task_claimed', taskId: s.taskId })]);
       const { rows } = await t.store.db.query<{ state: string }>({ text: 'SELECT state FROM cases WHERE id = $1::uuid', values: [s.caseId] });
       expect(rows[0]!.state).toBe('running');
+      expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
+    }
+  });
+
+  it('finishes group-committed together lock their cases with the write and re-derive each: one case_state record after each finish', async () => {
+    const seeded = [await seedCase(t.store), await seedCase(t.store)];
+    const tokens = await t.store.unitOfWork(async (uow) =>
+      Promise.all(
+        seeded.map(async (s) => {
+          const c = await claimTask(uow, s.taskId, 'w', 30_000);
+          if (!c.claimed) throw new Error('not claimed');
+          return c.token;
+        }),
+      ),
+    );
+    const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
+    const committer = new JournalCommitter(t.store);
+    const finish: TurnWrite = {
+      papers: [],
+      completions: [],
+      intents: [],
+      checkpoint: null,
+      ledger: { kind: 'turn', body: { outcome: 'done' } },
+      transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
+    };
+    // Written in the same tick: one statement for both finishes, in one unit of work.
+    const written = await Promise.all(
+      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
+    );
+    expect(committer.writes).toBe(2);
+    for (const [i, s] of seeded.entries()) {
+      const rows = await t.store.readLedger(s.caseId);
+      expect(rows.map((r) => r.kind)).toEqual(['case_state', 'turn', 'case_state']);
+      const last = rows.at(-1)!;
+      expect(last.body).toEqual(expect.objectContaining({ from: 'running', to: 'parked', cause: 'task_finished', taskId: s.taskId }));
+      expect(written[i]!.head).toEqual({ seq: last.seq, hash: last.hash });
+      const { rows: c } = await t.store.db.query<{ state: string }>({ text: 'SELECT state FROM cases WHERE id = $1::uuid', values: [s.caseId] });
+      expect(c[0]!.state).toBe('parked');
       expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
     }
   });

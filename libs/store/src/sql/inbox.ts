@@ -44,6 +44,7 @@ export function selectInbox(consumer: string, messageId: string): Sql {
 
 export function updateInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Sql {
   return {
+    name: 'ev_update_inbox_disposition',
     text: 'UPDATE inbox_messages SET disposition = $3::text WHERE consumer = $1::text AND message_id = $2::uuid',
     values: [consumer, messageId, disposition],
   };

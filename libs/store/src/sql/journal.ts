@@ -174,6 +174,19 @@ export interface JournalWriteResult {
   inserted: number;
   cancel_requested: 'hard' | 'soft' | null;
   row_version: number | null;
+  /** With `lockCases`: the state of the applied part's case, read under the case row lock (else absent). */
+  case_state?: string | null;
+  case_state_reason?: string | null;
+}
+
+export interface WriteJournalsOptions {
+  /**
+   * Also lock the case row of every part whose ledger record was appended, after its head (the
+   * order every case-row writer keeps: task, head, case), and return its state — what a
+   * case-state refresh in the same transaction needs (caseState.ts, lockCasesForState), without
+   * a statement of its own. Default false.
+   */
+  readonly lockCases?: boolean;
 }
 
 /**
@@ -197,7 +210,7 @@ export interface JournalWriteResult {
  * a Buffer as it is, so the bytes are neither converted to text, nor escaped inside the JSON,
  * nor parsed as jsonb by the server — they are copied once each way.
  */
-export function writeJournals(items: readonly JournalWriteItem[]): Sql {
+export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJournalsOptions = {}): Sql {
   // One JSON parameter carries the whole batch: the driver's native JSON.stringify escapes it
   // far cheaper than element-by-element array literals; parsed once (jsonb), then unpacked.
   const chunks: Buffer[] = [];
@@ -244,7 +257,7 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
   // carries each task's id, case and epoch, so every writing CTE joins it alone — each extra join
   // is a hash table the server builds per statement, which at a few tasks per statement costs
   // more than the rows themselves.
-  const has = { l: batch.l.length > 0, p: batch.p.length > 0, hb: batch.hb.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
+  const has = { C: opts.lockCases === true && batch.l.length > 0, l: batch.l.length > 0, p: batch.p.length > 0, hb: batch.hb.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
   const shape = Object.entries(has)
     .filter(([, v]) => v)
     .map(([k]) => k)
@@ -292,6 +305,17 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
                 FROM lg JOIN go USING (idx)
               RETURNING seq
             )`,
+          // The case rows, locked after their heads (reading h_upd makes the upsert run first) by
+          // one index probe each, in case-id order.
+          ...(has.C
+            ? [
+                `cs AS (
+              SELECT h.case_id, c.state AS case_state, c.state_reason AS case_state_reason
+                FROM (SELECT case_id FROM h_upd ORDER BY case_id) h
+               CROSS JOIN LATERAL (SELECT c.state, c.state_reason FROM cases c WHERE c.id = h.case_id FOR UPDATE OF c) c
+            )`,
+              ]
+            : []),
         ]
       : [`go AS (SELECT f.idx, f.task_id, f.case_id, f.epoch FROM f)`]),
     ...(has.p
@@ -423,8 +447,8 @@ export function writeJournals(items: readonly JournalWriteItem[]): Sql {
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,
                    ${has.i ? '(SELECT count(*) FROM c_ins WHERE c_ins.task_id = t.task_id)::int' : '0'} AS inserted,
-                   f.cancel_requested, f.row_version${has.o ? ', (SELECT n FROM notified) AS notified' : ''}
-              FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx)
+                   f.cancel_requested, f.row_version${has.o ? ', (SELECT n FROM notified) AS notified' : ''}${has.C ? ', cs.case_state, cs.case_state_reason' : ''}
+              FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx)${has.C ? ' LEFT JOIN cs ON cs.case_id = go.case_id' : ''}
              ORDER BY t.idx`,
     // $2 (the bytes) is a parameter only of the shapes that have papers or outbox rows.
     values: has.p || has.o || has.hb ? [JSON.stringify(batch), Buffer.concat(chunks, size)] : [JSON.stringify(batch)],
