@@ -10,11 +10,8 @@
  * those shapes is not batched (`inlinable` says so); nothing free-form is ever inlined.
  */
 import type { InboxDisposition } from '@everdict/contracts';
+import { inlinableInboxRow } from './sql/inbox.js';
 import type { UnitOfWork } from './unitOfWork.js';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const HASH = /^sha256:[0-9a-f]{64}$/;
-const NAME = /^[a-z][a-z0-9._-]{0,99}$/;
 
 interface InboxBatchItem {
   readonly messageId: string;
@@ -24,7 +21,7 @@ interface InboxBatchItem {
 
 /** Whether a delivery's inbox row can be written by `recordInboxBatch` (closed-shape values only). */
 export function inlinable(consumer: string, item: InboxBatchItem): boolean {
-  return NAME.test(consumer) && UUID.test(item.messageId) && HASH.test(item.payloadHash) && NAME.test(item.type);
+  return inlinableInboxRow(consumer, item.messageId, item.payloadHash, item.type);
 }
 
 /**

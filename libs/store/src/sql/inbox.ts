@@ -10,13 +10,21 @@ const HASH = /^sha256:[0-9a-f]{64}$/;
 const NAME = /^[a-z][a-z0-9._-]{0,99}$/;
 
 /**
+ * Whether every value of an inbox row has a closed, validated shape (uuid, sha256 digest, our own
+ * service and type names): only such a row may be rendered with inline literals.
+ */
+export function inlinableInboxRow(consumer: string, messageId: string, payloadHash: string, type: string): boolean {
+  return NAME.test(consumer) && UUID.test(messageId) && HASH.test(payloadHash) && NAME.test(type);
+}
+
+/**
  * The dedup insert. When every value has a closed, validated shape (uuid, sha256 digest, our own
  * service and type names) it is rendered with inline literals, so the store can send it in the
  * same round trip as BEGIN — the inbox then costs the unit of work no extra round trip. Any
  * value outside those shapes falls back to bind parameters; nothing free-form is ever inlined.
  */
 export function insertInbox(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition): Sql {
-  if (NAME.test(consumer) && UUID.test(messageId) && HASH.test(payloadHash) && NAME.test(type) && NAME.test(disposition)) {
+  if (inlinableInboxRow(consumer, messageId, payloadHash, type) && NAME.test(disposition)) {
     return {
       text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
              VALUES ('${consumer}', '${messageId}'::uuid, '${payloadHash}', '${type}', '${disposition}')
