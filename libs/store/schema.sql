@@ -925,15 +925,6 @@ ALTER TABLE ONLY public.consents
 ALTER TABLE ONLY public.consents
     ADD CONSTRAINT consents_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
-ALTER TABLE ONLY public.cost_ledger
-    ADD CONSTRAINT cost_ledger_call_id_fkey FOREIGN KEY (call_id) REFERENCES public.runtime_calls(id);
-
-ALTER TABLE ONLY public.cost_ledger
-    ADD CONSTRAINT cost_ledger_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
-
-ALTER TABLE ONLY public.cost_ledger
-    ADD CONSTRAINT cost_ledger_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
-
 ALTER TABLE ONLY public.customer_notifications
     ADD CONSTRAINT customer_notifications_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
@@ -982,26 +973,14 @@ ALTER TABLE ONLY public.grants
 ALTER TABLE ONLY public.grants
     ADD CONSTRAINT grants_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
-ALTER TABLE ONLY public.history_blocks
-    ADD CONSTRAINT history_blocks_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
-
 ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
 ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
-ALTER TABLE ONLY public.ledger
-    ADD CONSTRAINT ledger_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
-
 ALTER TABLE ONLY public.ledger_heads
     ADD CONSTRAINT ledger_heads_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
-
-ALTER TABLE ONLY public.paper_revisions
-    ADD CONSTRAINT paper_revisions_paper_id_fkey FOREIGN KEY (paper_id) REFERENCES public.papers(id);
-
-ALTER TABLE ONLY public.papers
-    ADD CONSTRAINT papers_case_id_fkey FOREIGN KEY (case_id) REFERENCES public.cases(id);
 
 ALTER TABLE ONLY public.plan_confirmations
     ADD CONSTRAINT plan_confirmations_confirmed_by_fkey FOREIGN KEY (confirmed_by) REFERENCES public.tasks(id);
@@ -1030,15 +1009,6 @@ ALTER TABLE ONLY public.questions
 ALTER TABLE ONLY public.questions
     ADD CONSTRAINT questions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
-ALTER TABLE ONLY public.runtime_calls
-    ADD CONSTRAINT runtime_calls_request_paper_id_fkey FOREIGN KEY (request_paper_id) REFERENCES public.papers(id);
-
-ALTER TABLE ONLY public.runtime_calls
-    ADD CONSTRAINT runtime_calls_response_paper_id_fkey FOREIGN KEY (response_paper_id) REFERENCES public.papers(id);
-
-ALTER TABLE ONLY public.runtime_calls
-    ADD CONSTRAINT runtime_calls_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
-
 ALTER TABLE ONLY public.task_notes
     ADD CONSTRAINT task_notes_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
@@ -1050,12 +1020,6 @@ ALTER TABLE ONLY public.tasks
 
 ALTER TABLE ONLY public.tasks
     ADD CONSTRAINT tasks_root_task_id_fkey FOREIGN KEY (root_task_id) REFERENCES public.tasks(id);
-
-ALTER TABLE ONLY public.turn_checkpoints
-    ADD CONSTRAINT turn_checkpoints_state_paper_id_fkey FOREIGN KEY (state_paper_id) REFERENCES public.papers(id);
-
-ALTER TABLE ONLY public.turn_checkpoints
-    ADD CONSTRAINT turn_checkpoints_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);
 
 ALTER TABLE ONLY public.version_decisions
     ADD CONSTRAINT version_decisions_task_id_fkey FOREIGN KEY (task_id) REFERENCES public.tasks(id);

@@ -135,6 +135,27 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
 
     for (const c of cases) expect(await fx.store.verifyLedger(c.caseId), c.caseId).toMatchObject({ ok: true });
 
+    // No reference among the rows the turns wrote dangles (they carry no foreign keys, migration
+    // 0023: the journal statement writes every referent with or before what names it).
+    const dangling = await fx.rows<{ ref: string; n: number }>(`
+      SELECT ref, n FROM (
+        SELECT 'papers.case_id' AS ref, count(*)::int AS n FROM papers x WHERE NOT EXISTS (SELECT 1 FROM cases y WHERE y.id = x.case_id)
+        UNION ALL SELECT 'paper_revisions.paper_id', count(*)::int FROM paper_revisions x WHERE NOT EXISTS (SELECT 1 FROM papers y WHERE y.id = x.paper_id)
+        UNION ALL SELECT 'runtime_calls.task_id', count(*)::int FROM runtime_calls x WHERE NOT EXISTS (SELECT 1 FROM tasks y WHERE y.id = x.task_id)
+        UNION ALL SELECT 'runtime_calls.request_paper_id', count(*)::int FROM runtime_calls x WHERE x.request_paper_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM papers y WHERE y.id = x.request_paper_id)
+        UNION ALL SELECT 'runtime_calls.response_paper_id', count(*)::int FROM runtime_calls x WHERE x.response_paper_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM papers y WHERE y.id = x.response_paper_id)
+        UNION ALL SELECT 'turn_checkpoints.task_id', count(*)::int FROM turn_checkpoints x WHERE NOT EXISTS (SELECT 1 FROM tasks y WHERE y.id = x.task_id)
+        UNION ALL SELECT 'turn_checkpoints.state_paper_id', count(*)::int FROM turn_checkpoints x WHERE NOT EXISTS (SELECT 1 FROM papers y WHERE y.id = x.state_paper_id)
+        UNION ALL SELECT 'ledger.case_id', count(*)::int FROM ledger x WHERE NOT EXISTS (SELECT 1 FROM cases y WHERE y.id = x.case_id)
+        UNION ALL SELECT 'cost_ledger.case_id', count(*)::int FROM cost_ledger x WHERE NOT EXISTS (SELECT 1 FROM cases y WHERE y.id = x.case_id)
+        UNION ALL SELECT 'cost_ledger.task_id', count(*)::int FROM cost_ledger x WHERE x.task_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM tasks y WHERE y.id = x.task_id)
+        UNION ALL SELECT 'cost_ledger.call_id', count(*)::int FROM cost_ledger x WHERE x.call_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM runtime_calls y WHERE y.id = x.call_id)
+        UNION ALL SELECT 'history_blocks.case_id', count(*)::int FROM history_blocks x WHERE NOT EXISTS (SELECT 1 FROM cases y WHERE y.id = x.case_id)
+      ) d WHERE n > 0`);
+    expect(dangling).toEqual([]);
+    const written = await fx.rows<{ n: number }>('SELECT (SELECT count(*) FROM papers)::int + (SELECT count(*) FROM history_blocks)::int + (SELECT count(*) FROM cost_ledger)::int AS n');
+    expect(written[0]!.n).toBeGreaterThan(0);
+
     // Each case's state was written with the transition that changed it, whatever was killed
     // when: every root finished, so every case left `running` for what a finished root makes it,
     // and its `case_state` records say so, once per change, ending at the state the row reads.
