@@ -16,14 +16,14 @@
  * Batching is natural: while `concurrency` statements are in flight, new writes queue; each
  * statement takes everything queued (up to `maxBatch`). An idle committer writes at once.
  *
- * Deferred durability (`deferDurability`): the statement runs as a transaction of its own with
- * `synchronous_commit = off` (Db.queryDeferred), so its COMMIT does not wait for the WAL flush. Postgres flushes
- * WAL in order, so the next synchronous commit of any transaction makes it durable too, and a
- * Postgres crash before that loses it together with everything committed after it. Only a write
- * that nobody outside the database acts on may be deferred: one with a ledger record, an outbox
- * row or a task transition is always synchronous, whatever the caller asked (the broker, the
- * parent and the auditor act on those). Deferred and synchronous writes never share a
- * statement: a synchronous write never waits on the deferral's BEGIN and SET.
+ * Deferred durability (`deferDurability`): the statement runs as a transaction of its own on a
+ * session with `synchronous_commit = off` (Db.queryDeferred), so its COMMIT does not wait for
+ * the WAL flush. Postgres flushes WAL in order, so the next synchronous commit of any
+ * transaction makes it durable too, and a Postgres crash before that loses it together with
+ * everything committed after it. Only a write that nobody outside the database acts on may be
+ * deferred: one with a ledger record, an outbox row or a task transition is always synchronous,
+ * whatever the caller asked (the broker, the parent and the auditor act on those). Deferred and
+ * synchronous writes never share a statement: a deferred one never waits for a WAL flush.
  *
  * Writes that move the case (`caseCause`: a task's finish) are group-committed with each other
  * in a unit of work that re-derives each part's case state after the statement, so the state
