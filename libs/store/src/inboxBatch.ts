@@ -34,7 +34,10 @@ export function inlinable(consumer: string, item: InboxBatchItem): boolean {
 export async function recordInboxBatch(uow: UnitOfWork, consumer: string, items: readonly InboxBatchItem[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
   for (const it of items) if (!inlinable(consumer, it)) throw new Error(`inbox row of ${it.messageId} cannot be batched`);
-  const rows = items.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(',\n                    ');
+  // Rows go in message-id order: two batches holding some of the same ids then wait for each
+  // other in one order and never deadlock (a redelivery can land in a batch beside the first).
+  const sorted = [...items].sort((a, b) => (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0));
+  const rows = sorted.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(',\n                    ');
   const { rows: fresh } = await uow.query<{ message_id: string }>({
     text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
              VALUES ${rows}
