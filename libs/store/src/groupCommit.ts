@@ -34,6 +34,7 @@ import { isEverdictError } from '@everdict/contracts';
 import { refreshCaseState, refreshCaseStates } from './caseState.js';
 import type { CaseStateCause } from './caseState.js';
 import { StaleFence } from './errors.js';
+import { StoredBlocks } from './history.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
 import type { TurnWrite, TurnWritten } from './journal.js';
 import type { LedgerHead } from './ledgerHash.js';
@@ -97,6 +98,8 @@ export class JournalCommitter {
   private scheduled = false;
   private readonly maxBatch: number;
   private readonly concurrency: number;
+  /** Content-keyed blocks (request tails, spans) its committed statements carried: not carried again. */
+  private readonly stored = new StoredBlocks();
   /** Statements written outside a unit of work and the task writes of every statement (for the benchmark and metrics). */
   statements = 0;
   writes = 0;
@@ -164,7 +167,7 @@ export class JournalCommitter {
     this.inFlight++;
     this.kick();
     try {
-      const items = batch.map((p) => journalItem(p.token, p.caseId, p.w, p.head));
+      const items = batch.map((p) => ({ ...journalItem(p.token, p.caseId, p.w, p.head), papers: this.stored.strip(p.caseId, p.w.papers) }));
       const kind = batch[0]!.kind;
       // A finish's case row is locked (after its head) by the statement that writes the finish.
       const statement = writeJournals(items, { lockCases: kind === 'moving' });
@@ -202,6 +205,7 @@ export class JournalCommitter {
         } else if (!r.applied) {
           this.store.unitOfWork((uow) => writeTurnMovingCase(uow, p.token, p.caseId, p.w, p.cause)).then(p.resolve, p.reject);
         } else {
+          this.stored.committed(p.caseId, p.w.papers);
           p.resolve(written.get(r.idx) ?? turnWritten(r, items[r.idx]!));
         }
       }

@@ -102,11 +102,20 @@ export function documentBytes(before: string, items: readonly { readonly bytes: 
   return Buffer.concat(parts);
 }
 
+/** Recent tail blocks by their text: every agent of a profile sends the same suffix every turn. */
+const tails = new Map<string, HistoryBlock>();
+const TAILS_KEPT = 256;
+
 /** The block a long suffix is stored as (null: it stays inline in the manifest). */
 export function tailBlock(after: string): HistoryBlock | null {
-  if (Buffer.byteLength(after, 'utf8') < TAIL_BLOCK_MIN_BYTES) return null;
+  if (after.length < TAIL_BLOCK_MIN_BYTES && Buffer.byteLength(after, 'utf8') < TAIL_BLOCK_MIN_BYTES) return null;
+  const known = tails.get(after);
+  if (known !== undefined) return known;
   const bytes = Buffer.from(after, 'utf8');
-  return { hash: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, prev: null, bytes };
+  const block = { hash: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, prev: null, bytes };
+  if (tails.size >= TAILS_KEPT) tails.delete(tails.keys().next().value!);
+  tails.set(after, block);
+  return block;
 }
 
 export function manifestOf(before: string, items: readonly HistoryBlock[], after: string, tail: HistoryBlock | null = null): HistoryManifest {
@@ -323,6 +332,47 @@ export class HistoryChain {
     for (const [i, item] of this.items(scope, keys, form).entries()) {
       if (!item.durable) this.links.set(keys[i]!, { scope, prevKey, item: { ...item, durable: true } });
       prevKey = keys[i]!;
+    }
+  }
+}
+
+/**
+ * Content-keyed blocks (no `prev`: a request's tail, span blocks) this process saw committed,
+ * per case, so a later write of the same case names them without carrying them again — a
+ * request's tail (prompt, tool schemas) repeats unchanged every turn of an agent, and at a few
+ * KB it was the largest part of a turn's write. Link blocks are not kept here: the chain's
+ * `durable` flag covers them.
+ *
+ * Invariant: a block is added only after the write that carried it committed (never on a stale
+ * or rolled-back part), so a manifest that omits it names a row that is in the database, or one
+ * whose deferred commit precedes it in the WAL (lost only together with it). Bounded: the oldest
+ * entries are forgotten first, which only makes a write carry a block again.
+ */
+export class StoredBlocks {
+  private readonly keys = new Set<string>();
+
+  constructor(private readonly capacity = 20_000) {}
+
+  /** The papers with the content-keyed blocks already stored for `caseId` left out. */
+  strip(caseId: string, papers: readonly NewPaper[]): readonly NewPaper[] {
+    if (this.keys.size === 0 || !papers.some((p) => p.blocks?.some((b) => b.prev === null && this.keys.has(`${caseId}/${b.hash}`)))) return papers;
+    return papers.map((p) => (p.blocks === undefined ? p : { ...p, blocks: p.blocks.filter((b) => b.prev !== null || !this.keys.has(`${caseId}/${b.hash}`)) }));
+  }
+
+  /** Records the content-keyed blocks of a committed write of `caseId`. */
+  committed(caseId: string, papers: readonly NewPaper[]): void {
+    for (const p of papers) {
+      for (const b of p.blocks ?? []) {
+        if (b.prev !== null) continue;
+        const key = `${caseId}/${b.hash}`;
+        this.keys.delete(key);
+        this.keys.add(key);
+      }
+    }
+    // A Set iterates in insertion order: the first keys are the least recently committed.
+    for (const k of this.keys) {
+      if (this.keys.size <= this.capacity) break;
+      this.keys.delete(k);
     }
   }
 }

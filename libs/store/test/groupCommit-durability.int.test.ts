@@ -1,14 +1,21 @@
 /**
- * Deferred durability of group-committed writes (groupCommit.ts), against real Postgres: a
+ * Group-committed writes (groupCommit.ts) against real Postgres.
+ *
+ * Deferred durability: a
  * write the caller may defer runs as one statement on the port's deferred sessions
  * (`synchronous_commit = off`, Db.queryDeferred) and is committed (visible) when it resolves; a write carrying a task transition is
  * synchronous whatever the caller asked; deferred and synchronous writes queued together never
- * share a statement. The statements are observed at the database port (a recording wrapper
- * around the real pg port: the seam, not the thing under test).
+ * share a statement.
+ *
+ * Stored blocks: a request tail (a content-keyed block) that a committed statement carried is
+ * named, not carried, by the next write of the same case; one a stale part carried is carried
+ * again. The statements are observed at the database port (a recording wrapper around the real
+ * pg port: the seam, not the thing under test).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '@everdict/testkit';
 import { JournalCommitter } from '../src/groupCommit.js';
+import { chainOf, manifestPaper } from '../src/history.js';
 import { newPaper } from '../src/journal.js';
 import type { TurnWrite } from '../src/journal.js';
 import { createPgDb } from '../src/pg.js';
@@ -23,6 +30,7 @@ interface Logged {
   readonly tx: number | null | 'deferred';
   readonly text: string;
   readonly name: string | undefined;
+  readonly values: readonly unknown[] | undefined;
 }
 
 function recording(inner: Db): { db: Db; log: Logged[] } {
@@ -30,11 +38,11 @@ function recording(inner: Db): { db: Db; log: Logged[] } {
   let txs = 0;
   const db: Db = {
     query: (q: Sql) => {
-      log.push({ tx: null, text: q.text, name: q.name });
+      log.push({ tx: null, text: q.text, name: q.name, values: q.values });
       return inner.query(q);
     },
     queryDeferred: (q: Sql) => {
-      log.push({ tx: 'deferred', text: q.text, name: q.name });
+      log.push({ tx: 'deferred', text: q.text, name: q.name, values: q.values });
       return inner.queryDeferred(q);
     },
     transaction: (fn) =>
@@ -42,7 +50,7 @@ function recording(inner: Db): { db: Db; log: Logged[] } {
         const id = ++txs;
         const q: Queryable = {
           query: (s: Sql) => {
-            log.push({ tx: id, text: s.text, name: s.name });
+            log.push({ tx: id, text: s.text, name: s.name, values: s.values });
             return tx.query(s);
           },
         };
@@ -57,7 +65,7 @@ function recording(inner: Db): { db: Db; log: Logged[] } {
 
 const isJournal = (l: Logged) => l.name?.startsWith('ev_write_journals') === true;
 
-describe('group commit: deferred durability', () => {
+describe('group commit (deferred durability, stored blocks)', () => {
   let store: Store;
   let log: Logged[];
   let close: () => Promise<void>;
@@ -134,5 +142,57 @@ describe('group commit: deferred durability', () => {
     // Exactly one of the two statements ran deferred; the other alone, synchronously.
     expect(journal.filter((j) => j.tx === 'deferred').length).toBe(1);
     expect(journal.filter((j) => j.tx === null).length).toBe(1);
+  });
+
+  describe('stored blocks', () => {
+    const tools = `],"tools":${JSON.stringify(Array.from({ length: 16 }, (_, i) => ({ description: `tool ${i}`, name: `t${i}` })))}}`;
+    const requestWrite = (name: string, turn: string): TurnWrite => ({
+      papers: [manifestPaper({ kind: 'artefact', name, schemaId: 'test.v1', before: '{"messages":[', items: chainOf([JSON.stringify({ content: turn })]), after: tools, tail: true })],
+      completions: [],
+      intents: [],
+      checkpoint: null,
+      ledger: null,
+    });
+    const tailHash = (w: TurnWrite) => w.papers[0]!.blocks!.find((b) => b.prev === null && b.bytes.toString() === tools)!.hash;
+    /** The block hashes the last journal statement carried. */
+    const carried = () => (JSON.parse(String(log.filter(isJournal).at(-1)!.values![0])) as { hb?: { hash: string }[] }).hb?.map((b) => b.hash) ?? [];
+    const reassembles = async (name: string) =>
+      (
+        await store.db.query<{ ok: boolean }>({
+          text: `SELECT 'sha256:' || encode(sha256(paper_document(r.paper_id, r.revision)), 'hex') = r.content_hash AS ok
+                   FROM papers p JOIN paper_revisions r ON r.paper_id = p.id WHERE p.name = $1`,
+          values: [name],
+        })
+      ).rows[0]?.ok;
+
+    it('a tail a committed write carried is named, not carried, by the next write of the case, and the paper still reassembles', async () => {
+      const { caseId, token } = await held();
+      const committer = new JournalCommitter(store);
+      const first = requestWrite('tail-1', 'one');
+      await committer.write(token, caseId, first, null);
+      expect(carried()).toContain(tailHash(first));
+      const second = requestWrite('tail-2', 'two');
+      await committer.write(token, caseId, second, null);
+      expect(carried()).not.toContain(tailHash(second));
+      expect(carried()).toHaveLength(1); // the new message's block only
+      expect(await reassembles('tail-1')).toBe(true);
+      expect(await reassembles('tail-2')).toBe(true);
+      // Another case has no such block: its write carries the tail.
+      const other = await held();
+      await committer.write(other.token, other.caseId, requestWrite('tail-3', 'three'), null);
+      expect(carried()).toContain(tailHash(second));
+      expect(await reassembles('tail-3')).toBe(true);
+    });
+
+    it('a tail only a stale part carried is carried again', async () => {
+      const { caseId, token } = await held();
+      const committer = new JournalCommitter(store);
+      const stale = { ...token, epoch: token.epoch + 1 };
+      await expect(committer.write(stale, caseId, requestWrite('stale-1', 'one'), null)).rejects.toMatchObject({ code: 'stale_fence' });
+      const next = requestWrite('stale-2', 'two');
+      await committer.write(token, caseId, next, null);
+      expect(carried()).toContain(tailHash(next));
+      expect(await reassembles('stale-2')).toBe(true);
+    });
   });
 });

@@ -1,7 +1,7 @@
 /** Content-addressed history (history.ts): manifests, chains and reassembly, pure. */
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '@everdict/contracts';
-import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, spannedPaper, spansOf } from '../src/index.js';
+import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, spannedPaper, spansOf, StoredBlocks } from '../src/index.js';
 import type { HistoryBlock } from '../src/index.js';
 
 const messages = [{ role: 'user', content: 'objective' }, { role: 'assistant', content: 'a "quoted" reply ✓', toolCalls: [] }, { role: 'tool', content: 'x'.repeat(2048) }];
@@ -128,3 +128,31 @@ describe('spans (migration 0022)', () => {
     expect(reassemble(parseManifest(paper.bytes)!, stored(paper.blocks!)).equals(documentBytes('[', items, ']'))).toBe(true);
   });
 });
+
+describe('stored blocks', () => {
+  const tools = `],"tools":${canonicalJson(Array.from({ length: 20 }, (_, i) => ({ name: `t${i}`, inputSchema: { type: 'object' } })))}}`;
+  const paper = (turn: string) => manifestPaper({ kind: 'artefact', name: turn, schemaId: 's', before, items: chainOf([turn]), after: tools, tail: true });
+  const tailOf = (blocks: readonly HistoryBlock[] | undefined) => blocks?.filter((b) => b.prev === null && b.bytes.toString() === tools) ?? [];
+
+  it('leaves out only the content-keyed blocks committed for the same case; link blocks always travel', () => {
+    const stored = new StoredBlocks();
+    const first = paper('"one"');
+    expect(tailOf(stored.strip('case-a', [first])[0]!.blocks)).toHaveLength(1);
+    stored.committed('case-a', [first]);
+    const next = stored.strip('case-a', [paper('"two"')])[0]!;
+    expect(tailOf(next.blocks)).toHaveLength(0);
+    expect(next.blocks!.some((b) => b.prev !== null || b.bytes.toString() === '"two"')).toBe(true);
+    expect(tailOf(stored.strip('case-b', [paper('"two"')])[0]!.blocks)).toHaveLength(1);
+  });
+
+  it('forgets the least recently committed first, so a forgotten block is carried again', () => {
+    const stored = new StoredBlocks(4); // each paper here commits two content-keyed blocks: its first message (no prev) and the tail
+    stored.committed('case-a', [paper('"one"')]);
+    stored.committed('case-b', [paper('"one"')]);
+    stored.committed('case-a', [paper('"two"')]); // refreshes case-a's tail
+    stored.committed('case-c', [paper('"one"')]);
+    expect(tailOf(stored.strip('case-a', [paper('"x"')])[0]!.blocks)).toHaveLength(0);
+    expect(tailOf(stored.strip('case-b', [paper('"x"')])[0]!.blocks)).toHaveLength(1);
+  });
+});
+
