@@ -6,12 +6,12 @@
 import { sha256Hex } from '@everdict/contracts';
 import type { Db } from './db.js';
 import { PaperCorrupt, PaperMissing } from './errors.js';
-import { verifyChain } from './ledgerHash.js';
+import { verifyCaseLedger } from './ledgerVerify.js';
 import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { noopStoreMetrics } from './metrics.js';
 import { insertDeadLetter } from './sql/inbox.js';
-import { selectLedger, selectLedgerHead } from './sql/ledger.js';
+import { selectLedger } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
 import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
 import type { OutboxRow } from './sql/outbox.js';
@@ -61,21 +61,15 @@ export class Store {
     return (await this.db.query<LedgerRow>(selectLedger(caseId, afterSeq, limit))).rows;
   }
 
-  /** Recomputes the whole chain of a case; any edited, removed or reordered row fails it. */
+  /**
+   * Recomputes the whole chain of a case (any edited, removed or reordered row fails it) and its
+   * head, read in one snapshot (ledgerVerify.ts): appends racing the check never look like a broken head.
+   */
   async verifyLedger(caseId: string): Promise<LedgerVerdict> {
-    const rows: LedgerRow[] = [];
-    for (let after = 0; ; ) {
-      const page = await this.readLedger(caseId, after, 5000);
-      rows.push(...page);
-      if (page.length < 5000) break;
-      after = page.at(-1)!.seq;
-    }
-    const head = (await this.db.query<{ seq: number; hash: string }>(selectLedgerHead(caseId))).rows[0] ?? null;
-    return verifyChain(
-      rows.map((r) => ({ caseId: r.case_id, seq: r.seq, recordId: r.record_id, kind: r.kind, body: r.body, prevHash: r.prev_hash, hash: r.hash, createdAt: r.created_at.toISOString() })),
-      head,
-    );
+    const { ok, records, problem } = await verifyCaseLedger(this.db, caseId);
+    return problem === undefined ? { ok, records } : { ok, records, problem };
   }
+
 
   async recordDeadLetter(d: { consumer: string; messageId?: string | null; type?: string | null; reason: string; detail: string; payloadHash?: string | null }): Promise<void> {
     await this.db.query(insertDeadLetter(d));
