@@ -98,7 +98,12 @@ describe('a broker that loses a node', () => {
 
     // No message lost: every outbox row was confirmed by the broker, every task.runnable reached
     // the turn-worker's inbox, nothing was dead-lettered.
-    expect((await fx.rows<{ n: number }>('SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL'))[0]!.n).toBe(0);
+    // (A finished task's task.finished row is marked published once the broker confirms it, just
+    // after the task is done.)
+    await eventually(async () => (await fx.rows<{ n: number }>('SELECT count(*)::int AS n FROM outbox_messages WHERE published_at IS NULL'))[0]!.n === 0, {
+      timeoutMs: 30_000,
+      what: 'every outbox row confirmed by the broker',
+    });
     const missing = await fx.rows<{ message_id: string }>(
       "SELECT o.message_id FROM outbox_messages o WHERE o.type = 'task.runnable' AND NOT EXISTS (SELECT 1 FROM inbox_messages i WHERE i.message_id = o.message_id AND i.consumer = 'turn-worker')",
     );

@@ -76,6 +76,12 @@ async function deadLetterOfNewCase(key: string): Promise<{ caseId: string; messa
 }
 
 const deadCount = async () => (await ch.checkQueue(`${node.prefix}.turn-worker.dead`)).messageCount;
+/**
+ * Waits for the dead queue to hold `n` again: a peek returns its gets by closing its channel,
+ * and a quorum queue takes them back through its Raft log, so for a moment after the reply
+ * they are neither ready nor gone.
+ */
+const deadSettlesAt = (n: number) => eventually(async () => (await deadCount()) === n, { what: `${n} messages in the dead queue`, intervalMs: 20 });
 
 describe('dead letters: inspect without loss, replay through the inbox once', () => {
   it('lists a dead letter with where it came from and why, twice, leaving it in its queue', async () => {
@@ -89,13 +95,13 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
       const d = r.body.deadLetters.messages.find((m) => m.id === id);
       expect(d).toMatchObject({ queue: `${node.prefix}.turn-worker.dead`, originalQueue: `${node.prefix}.turn-worker`, reason: 'delivery_limit', type: 'task.runnable', caseId });
       expect(r.body.deadLetters.queues).toContainEqual({ queue: `${node.prefix}.turn-worker.dead`, messages: held });
+      await deadSettlesAt(held);
     }
-    expect(await deadCount()).toBe(held);
 
     // Not an operator: neither the view nor the replay.
     expect((await get('/v1/exceptions', TOKENS.acme)).status).toBe(403);
     expect((await post(`/v1/dead-letters/${id}/replay`, TOKENS.acme)).status).toBe(403);
-    expect(await deadCount()).toBe(held);
+    await deadSettlesAt(held);
   });
 
   it('replays it to the queue that dead-lettered it exactly once, and only then removes it', async () => {
@@ -104,11 +110,12 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     const held = await deadCount();
     const listed = (await get('/v1/exceptions', TOKENS.olga)).body.deadLetters.messages;
     expect(listed.filter((m) => m.id === id)).toHaveLength(1);
+    await deadSettlesAt(held);
 
     const r = await post(`/v1/dead-letters/${id}/replay`, TOKENS.olga);
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ replayed: true, deadLetter: { id, caseId, originalQueue: `${node.prefix}.turn-worker` } });
-    expect(await deadCount()).toBe(held - 1);
+    await deadSettlesAt(held - 1);
     expect((await ch.checkQueue(`${node.prefix}.turn-worker`)).messageCount).toBe(1);
     const back = await ch.get(`${node.prefix}.turn-worker`, { noAck: true });
     expect(back).not.toBe(false);
@@ -122,7 +129,7 @@ describe('dead letters: inspect without loss, replay through the inbox once', ()
     expect(again.status).toBe(404);
     expect(again.body.error).toBe('dead_letter_not_found');
     expect((await ch.checkQueue(`${node.prefix}.turn-worker`)).messageCount).toBe(0);
-    expect(await deadCount()).toBe(held - 1);
+    await deadSettlesAt(held - 1);
 
     // The replay is on the case's ledger: who, what, from where to where.
     const { rows } = await node.db.query<{ body: Record<string, unknown> }>({ text: `SELECT body FROM ledger WHERE case_id = $1::uuid AND kind = 'dead_letter_replayed'`, values: [caseId] });
