@@ -70,7 +70,6 @@ export class Store {
     return problem === undefined ? { ok, records } : { ok, records, problem };
   }
 
-
   async recordDeadLetter(d: { consumer: string; messageId?: string | null; type?: string | null; reason: string; detail: string; payloadHash?: string | null }): Promise<void> {
     await this.db.query(insertDeadLetter(d));
   }
