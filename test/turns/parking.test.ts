@@ -205,9 +205,9 @@ describe('parking, restore failures, budgets and route swaps', () => {
       `SELECT paper_document(r.paper_id, r.revision) AS bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 ORDER BY k.turn DESC LIMIT 1`,
       [taskId],
     ))[0]!;
-    const restored = JSON.parse(state.bytes.toString('utf8')) as { summary: { revision: number }; run: { messages: { role: string; content: string }[]; todos: { id: string }[] } };
-    expect(restored.run.messages.length).toBeLessThanOrEqual(7);
-    expect(restored.run.messages[0]!.content).toMatch(/^Summary of earlier work \(paper /);
+    const restored = JSON.parse(state.bytes.toString('utf8')) as { summary: { revision: number }; chat: { role: string; content: string }[]; run: { todos: { id: string }[] } };
+    expect(restored.chat.length).toBeLessThanOrEqual(7);
+    expect(restored.chat[0]!.content).toMatch(/^Summary of earlier work \(paper /);
     expect(restored.summary.revision).toBe(summary[0]!.head_revision);
     expect(restored.run.todos.map((t) => t.id)).toEqual(['keep']);
     // Six turns under a cap of three per activation: released once and claimed again.

@@ -302,38 +302,88 @@ interface Link {
  * and link are computed once, not once per document. An entry is reused only if the item has the
  * same predecessor object and link in the same scope (e.g. a task), so a list that was cut
  * (compaction) or is another task's gets chains of its own.
+ *
+ * A turn asks for the chain of the same conversation several times (its size, its request, its
+ * state, then marks it durable), each a few messages longer than the last; so the last chain of
+ * each conversation is kept on its last item (`lists`), and a list that extends it (the same
+ * item objects in the same order, compared by identity) reuses it and links only the appended
+ * items. A kept chain's `durable` flags can only lag the links' (an item's link is the same for
+ * the same predecessors, and only ever becomes durable), which at worst re-carries a block.
  */
 export class HistoryChain {
   private readonly links = new WeakMap<object, Link>();
+  private readonly lists = new WeakMap<object, ChainMemo>();
 
   /** The chain of `keys` in `scope`; `form` gives an item's canonical JSON when it is not cached. */
   items(scope: string, keys: readonly object[], form: (key: object) => string): HistoryItem[] {
-    const out: HistoryItem[] = new Array<HistoryItem>(keys.length);
-    let prevKey: object | null = null;
-    let prev: string | null = null;
-    for (let i = 0; i < keys.length; i++) {
+    return this.chain(scope, keys, form).items.slice();
+  }
+
+  /** Marks the chain of `keys` as stored (a committed write carried it, or it was restored). */
+  markDurable(scope: string, keys: readonly object[], form: (key: object) => string): void {
+    const memo = this.chain(scope, keys, form);
+    const items = memo.items;
+    for (let i = memo.durable; i < items.length; i++) {
+      if (items[i]!.durable) continue;
+      const item = { ...items[i]!, durable: true };
+      items[i] = item;
+      this.links.set(keys[i]!, { scope, prevKey: i === 0 ? null : keys[i - 1]!, item });
+    }
+    memo.durable = items.length;
+  }
+
+  /** The kept chain of exactly `keys`, extended from the kept chain of a prefix of it when there is one. */
+  private chain(scope: string, keys: readonly object[], form: (key: object) => string): ChainMemo {
+    let from = 0;
+    let base: ChainMemo | undefined;
+    for (let j = keys.length - 1; j >= 0 && j >= keys.length - MEMO_LOOKBACK; j--) {
+      const m = this.lists.get(keys[j]!);
+      if (m !== undefined && m.scope === scope && m.keys.length === j + 1 && samePrefix(m.keys, keys, j + 1)) {
+        base = m;
+        from = j + 1;
+        break;
+      }
+    }
+    if (base !== undefined && from === keys.length) return base;
+    const items: HistoryItem[] = base === undefined ? [] : base.items.slice();
+    let prev: string | null = from === 0 ? null : items[from - 1]!.hash;
+    for (let i = from; i < keys.length; i++) {
       const key = keys[i]!;
+      const prevKey = i === 0 ? null : keys[i - 1]!;
       let link = this.links.get(key);
       if (link === undefined || link.scope !== scope || link.prevKey !== prevKey || link.item.prev !== prev) {
         const bytes = link !== undefined ? link.item.bytes : Buffer.from(form(key), 'utf8');
         link = { scope, prevKey, item: { hash: linkHash(prev, bytes), prev, bytes, durable: false } };
         this.links.set(key, link);
       }
-      out[i] = link.item;
-      prevKey = key;
+      items.push(link.item);
       prev = link.item.hash;
     }
-    return out;
-  }
-
-  /** Marks the chain of `keys` as stored (a committed write carried it, or it was restored). */
-  markDurable(scope: string, keys: readonly object[], form: (key: object) => string): void {
-    let prevKey: object | null = null;
-    for (const [i, item] of this.items(scope, keys, form).entries()) {
-      if (!item.durable) this.links.set(keys[i]!, { scope, prevKey, item: { ...item, durable: true } });
-      prevKey = keys[i]!;
+    const memo: ChainMemo = { scope, keys, items, durable: base === undefined ? 0 : Math.min(base.durable, from) };
+    if (keys.length > 0) {
+      // One kept chain per conversation: the one it extended is superseded.
+      if (base !== undefined) this.lists.delete(base.keys[base.keys.length - 1]!);
+      this.lists.set(keys[keys.length - 1]!, memo);
     }
+    return memo;
   }
+}
+
+/** A conversation's last chain: `items` is the chain of `keys`; items before `durable` are known stored. */
+interface ChainMemo {
+  readonly scope: string;
+  readonly keys: readonly object[];
+  readonly items: HistoryItem[];
+  durable: number;
+}
+
+/** How far back from a list's end a kept chain is looked for (a turn appends a few messages). */
+const MEMO_LOOKBACK = 32;
+
+function samePrefix(a: readonly object[], b: readonly object[], n: number): boolean {
+  if (a === b) return true;
+  for (let i = n - 1; i >= 0; i--) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /**

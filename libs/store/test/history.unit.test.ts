@@ -87,6 +87,30 @@ describe('HistoryChain', () => {
     expect(paper.blocks!.map((b) => b.hash)).toEqual([items[2]!.hash, contentHash(Buffer.from('x'.repeat(2048)))]);
   });
 
+  it('a conversation asked for again and again as it grows gets the from-scratch chain every time', () => {
+    const chain = new HistoryChain();
+    const form = (m: object) => canonicalJson(m);
+    let list: object[] = [];
+    for (let turn = 0; turn < 40; turn++) {
+      const asked = [...list]; // the next turn's request: the same objects in another array
+      expect(chain.items('task', asked, form).map((i) => i.durable)).toEqual(asked.map(() => true));
+      list = [...asked, { role: 'assistant', content: `t${turn}` }, ...Array.from({ length: turn % 4 }, (_, k) => ({ role: 'tool', content: `${turn}.${k}` }))];
+      const items = chain.items('task', list, form);
+      expect(items.map((i) => i.hash)).toEqual(chainOf(list.map(form)).map((i) => i.hash));
+      expect(items.map((i) => i.durable)).toEqual(list.map((_, i) => i < asked.length));
+      chain.markDurable('task', list, form);
+    }
+    // A list that shares only a prefix (an item replaced by another, then more): its own hashes,
+    // and nothing from the replaced item on is taken as stored.
+    const other = [...list.slice(0, 10), { role: 'user', content: 'edited' }, ...list.slice(11), { role: 'user', content: 'new' }];
+    const items = chain.items('task', other, form);
+    expect(items.map((i) => i.hash)).toEqual(chainOf(other.map(form)).map((i) => i.hash));
+    expect(items.map((i) => i.durable)).toEqual(other.map((_, i) => i < 10));
+    // The items handed out are the caller's: changing them changes no later answer.
+    items.length = 0;
+    expect(chain.items('task', list, form).every((i) => i.durable)).toBe(true);
+  });
+
   it('another scope, or a list cut before a message, does not reuse its durable link', () => {
     const chain = new HistoryChain();
     const form = (m: object) => canonicalJson(m);

@@ -119,7 +119,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
       run = decoded.run;
       // Reassembled from its blocks and verified: every block of this conversation is stored.
       markMessagesDurable(task.id, run.messages);
-      const { schema: _s, taskId: _t, caseId: _c, turn: _n, phase: _p, run: _r, ...rest } = decoded.doc;
+      const { schema: _s, taskId: _t, caseId: _c, chat: _m, turn: _n, phase: _p, run: _r, ...rest } = decoded.doc;
       host = rest;
       context = { envelope: rest.context.envelope as ExecutionEnvelope, mode: (rest.context.mode as ExecutionMode | null) ?? null, depth: rest.context.depth, tools: rest.context.tools };
       checkpointed = true;

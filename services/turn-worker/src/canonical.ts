@@ -8,24 +8,10 @@
 import { createHash, randomUUID, type Hash } from 'node:crypto';
 import { canonicalJson } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest, RouteIdentity } from '@everdict/llm';
-import { documentHash, HistoryChain } from '@everdict/store';
+import { HistoryChain } from '@everdict/store';
 import type { HistoryItem } from '@everdict/store';
 
-const messageForms = new WeakMap<object, string>();
 const toolForms = new WeakMap<object, string>();
-
-/** Canonical JSON of a message list, each message canonicalised once per process. */
-function canonicalMessages(messages: readonly ChatMessage[]): string {
-  const parts = messages.map((m) => {
-    let form = messageForms.get(m);
-    if (form === undefined) {
-      form = canonicalJson(m);
-      messageForms.set(m, form);
-    }
-    return form;
-  });
-  return `[${parts.join(',')}]`;
-}
 
 /** Canonical JSON of a tool list, cached on `owner` (e.g. the agent's registry). */
 export function canonicalTools(owner: object, tools: ModelRequest['tools']): string {
@@ -37,27 +23,7 @@ export function canonicalTools(owner: object, tools: ModelRequest['tools']): str
   return form;
 }
 
-/**
- * Canonical JSON of the journalled model request document `{ route, request }` (the kernel's
- * request paper). Keys in RFC 8785 order: request < route; maxOutputTokens < messages < system
- * < tools.
- */
-export function canonicalRequestDoc(route: RouteIdentity, request: ModelRequest, tools: string): string {
-  const known = new Set(['system', 'messages', 'tools', 'maxOutputTokens']);
-  if (Object.keys(request).some((k) => !known.has(k))) return canonicalJson({ route, request });
-  const max = request.maxOutputTokens === undefined ? '' : `"maxOutputTokens":${canonicalJson(request.maxOutputTokens)},`;
-  return `{"request":{${max}"messages":${canonicalMessages(request.messages)},"system":${canonicalJson(request.system)},"tools":${tools}},"route":${canonicalJson(route)}}`;
-}
-
 const SENTINEL = `everdict-messages-${randomUUID()}`;
-
-/** Canonical JSON of a document whose `run.messages` is a message list (the runtime state). */
-export function canonicalWithMessages<T extends { run: { messages: readonly ChatMessage[] } }>(doc: T): string {
-  const shell = canonicalJson({ ...doc, run: { ...doc.run, messages: SENTINEL } });
-  const at = shell.indexOf(`"${SENTINEL}"`);
-  if (at < 0 || shell.indexOf(`"${SENTINEL}"`, at + 1) >= 0) return canonicalJson(doc);
-  return shell.slice(0, at) + canonicalMessages(doc.run.messages) + shell.slice(at + SENTINEL.length + 2);
-}
 
 /**
  * The conversation as content-addressed history (libs/store history.ts): each message's
@@ -96,26 +62,29 @@ export function requestDocument(taskId: string, route: RouteIdentity, request: M
   const before = `{"request":{${max}"messages":[`;
   const after = `],"system":${canonicalJson(request.system)},"tools":${canonicalTools(toolsOwner, request.tools)}},"route":${canonicalJson(route)}}`;
   const items = messageItems(taskId, request.messages);
-  return { before, items, after, hash: runningHash(before, request.messages, items, after) };
+  return { before, items, after, hash: runningHash(requestHashes, before, request.messages, items, after) };
 }
 
 /**
- * The running sha256 of a request's bytes up to its last message, kept on that message: the
- * next turn's request starts with the same bytes (same `before`, same messages — the last
- * message's link hash commits to the whole prefix), so its hash continues from there and only
- * the appended messages and the suffix are hashed.
+ * The running sha256 of a document's bytes up to its last message, kept on that message: the
+ * next turn's document of the same kind starts with the same bytes (same `before`, same
+ * messages — the last message's link hash commits to the whole prefix), so its hash continues
+ * from there and only the appended messages and the suffix are hashed. One map per kind of
+ * document (request, state): the two end their conversations at different messages.
  */
-const runningHashes = new WeakMap<object, { readonly before: string; readonly link: string; readonly state: Hash }>();
+type RunningHashes = WeakMap<object, { readonly before: string; readonly link: string; readonly state: Hash }>;
+const requestHashes: RunningHashes = new WeakMap();
+const stateHashes: RunningHashes = new WeakMap();
 
-function runningHash(before: string, keys: readonly object[], items: readonly HistoryItem[], after: string): string {
+function runningHash(hashes: RunningHashes, before: string, keys: readonly object[], items: readonly HistoryItem[], after: string): string {
   let from = 0;
   let state: Hash | null = null;
   for (let i = items.length - 1; i >= 0 && state === null; i--) {
-    const r = runningHashes.get(keys[i]!);
+    const r = hashes.get(keys[i]!);
     if (r !== undefined && r.before === before && r.link === items[i]!.hash) {
       state = r.state.copy();
       from = i + 1;
-      runningHashes.delete(keys[i]!); // moved on: one running state per conversation
+      hashes.delete(keys[i]!); // moved on: one running state per conversation
     }
   }
   state ??= createHash('sha256').update(before);
@@ -123,19 +92,23 @@ function runningHash(before: string, keys: readonly object[], items: readonly Hi
     if (i > 0) state.update(',');
     state.update(items[i]!.bytes);
   }
-  if (items.length > 0) runningHashes.set(keys[items.length - 1]!, { before, link: items[items.length - 1]!.hash, state: state.copy() });
+  if (items.length > 0) hashes.set(keys[items.length - 1]!, { before, link: items[items.length - 1]!.hash, state: state.copy() });
   return `sha256:${state.update(after).digest('hex')}`;
 }
 
 const REQUEST_KEYS = new Set(['system', 'messages', 'tools', 'maxOutputTokens']);
 
-/** A document whose `run.messages` is a task's message list (the runtime state), split around it; null if it cannot be. */
-export function stateDocumentSplice<T extends { taskId: string; run: { messages: readonly ChatMessage[] } }>(doc: T): SplicedDocument | null {
-  const shell = canonicalJson({ ...doc, run: { ...doc.run, messages: SENTINEL } });
+/**
+ * A runtime-state document (v2: its conversation is the top-level `chat`) split around its
+ * messages; null if it cannot be. `chat` sorts right after `caseId`, so `before` is the same
+ * for every checkpoint of a task and the state hash runs on like a request's.
+ */
+export function stateDocumentSplice<T extends { taskId: string; chat: readonly ChatMessage[] }>(doc: T): SplicedDocument | null {
+  const shell = canonicalJson({ ...doc, chat: SENTINEL });
   const at = shell.indexOf(`"${SENTINEL}"`);
   if (at < 0 || shell.indexOf(`"${SENTINEL}"`, at + 1) >= 0) return null;
   const before = `${shell.slice(0, at)}[`;
   const after = `]${shell.slice(at + SENTINEL.length + 2)}`;
-  const items = messageItems(doc.taskId, doc.run.messages);
-  return { before, items, after, hash: documentHash(before, items, after) };
+  const items = messageItems(doc.taskId, doc.chat);
+  return { before, items, after, hash: runningHash(stateHashes, before, doc.chat, items, after) };
 }

@@ -8,12 +8,13 @@ import { EverdictError, schemaValidator, schemaViolations, describeViolations, S
 import type { RuntimeStatePaper } from '@everdict/contracts';
 import type { RunState } from '@everdict/agent-runtime';
 import type { ChatMessage } from '@everdict/llm';
+import { canonicalJson } from '@everdict/contracts';
 import { manifestPaper, newPaper, type NewPaper } from '@everdict/store';
-import { canonicalWithMessages, stateDocumentSplice } from './canonical.js';
+import { stateDocumentSplice } from './canonical.js';
 
 const RUNTIME_STATE_SCHEMA_ID = `${SCHEMA_ID_BASE}runtime-state.schema.json`;
 
-export type HostState = Omit<RuntimeStatePaper, 'schema' | 'taskId' | 'caseId' | 'turn' | 'phase' | 'run'>;
+export type HostState = Omit<RuntimeStatePaper, 'schema' | 'taskId' | 'caseId' | 'chat' | 'turn' | 'phase' | 'run'>;
 export type Decision = RuntimeStatePaper['decisions'][number];
 
 type RestoreFailureReason = 'paper_missing' | 'paper_corrupt' | 'invalid_state' | 'journal_corrupt' | 'wrong_task';
@@ -31,28 +32,34 @@ function phaseOf(run: RunState): RuntimeStatePaper['phase'] {
   return s.kind === 'suspended' ? 'suspended' : s.kind;
 }
 
+/**
+ * The runtime-state document (v2) of `run` after a turn: the kernel's RunState with its
+ * messages lifted to the top-level `chat` (schemas/runtime-state.schema.json says why).
+ */
 export function stateDocument(caseId: string, host: HostState, run: RunState): RuntimeStatePaper {
+  const { messages, ...rest } = run;
   return {
-    schema: 'runtime-state.v1',
+    schema: 'runtime-state.v2',
     taskId: run.taskId,
     caseId,
+    chat: messages as unknown as NonNullable<RuntimeStatePaper['chat']>,
     turn: run.turn,
     phase: phaseOf(run),
     ...host,
-    run: run as unknown as RuntimeStatePaper['run'],
+    run: rest as unknown as RuntimeStatePaper['run'],
   };
 }
 
 /**
  * The paper of the checkpoint that lets `doc.taskId` run `doc.turn`. Document: RFC 8785 JSON,
  * stored as a history manifest (its messages as blocks, libs/store history.ts); its content
- * hash, the checkpoint's state hash, is the sha256 of the whole document.
+ * hash, the checkpoint's state hash, is the sha256 of the whole document, run on from the
+ * task's previous checkpoint over the appended messages (canonical.ts `stateDocumentSplice`).
  */
 export function statePaper(doc: RuntimeStatePaper): NewPaper {
-  const withMessages = doc as unknown as { taskId: string; run: { messages: readonly ChatMessage[] } };
   const name = `tasks/${doc.taskId}/state/${doc.turn}`;
-  const spliced = stateDocumentSplice(withMessages);
-  if (spliced === null) return newPaper({ kind: 'artefact', name, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes: Buffer.from(canonicalWithMessages(withMessages), 'utf8') });
+  const spliced = doc.chat === undefined ? null : stateDocumentSplice({ ...doc, chat: doc.chat as unknown as readonly ChatMessage[] });
+  if (spliced === null) return newPaper({ kind: 'artefact', name, schemaId: RUNTIME_STATE_SCHEMA_ID, bytes: Buffer.from(canonicalJson(doc), 'utf8') });
   return manifestPaper({ kind: 'artefact', name, schemaId: RUNTIME_STATE_SCHEMA_ID, before: spliced.before, items: spliced.items, after: spliced.after, hash: spliced.hash });
 }
 
@@ -72,5 +79,8 @@ export function decodeStatePaper(bytes: Buffer, taskId: string, paperId: string)
   if (doc.taskId !== taskId || doc.run.taskId !== taskId || doc.run.turn !== doc.turn) {
     throw new RestoreFailure('wrong_task', `state paper ${paperId} belongs to another task or turn`, { paperId });
   }
-  return { doc, run: doc.run as unknown as RunState };
+  // v1 (written by earlier runtimes) keeps the conversation in run.messages; the schema's
+  // if/then has checked that exactly one of the two places holds it.
+  const run = doc.schema === 'runtime-state.v2' ? { ...doc.run, messages: doc.chat } : doc.run;
+  return { doc, run: run as unknown as RunState };
 }

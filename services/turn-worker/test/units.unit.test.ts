@@ -5,7 +5,10 @@ import { CRASH_POINTS } from '../src/crashpoints.js';
 const parseCrashSpec = (spec: string) => crash.parseCrashSpec(CRASH_POINTS, spec);
 const crashPointsFromEnv = (env: Record<string, string | undefined>, kill?: () => void) => crash.crashPointsFromEnv(CRASH_POINTS, env, kill);
 import { noteDecision, notesMessage, topUp } from '../src/notes.js';
-import { decodeStatePaper } from '../src/statePaper.js';
+import { canonicalJson } from '@everdict/contracts';
+import { initialRunState } from '@everdict/agent-runtime';
+import { decodeStatePaper, stateDocument } from '../src/statePaper.js';
+import type { HostState } from '../src/statePaper.js';
 
 describe('crash points', () => {
   it('parse, and kill exactly at the n-th arrival', () => {
@@ -67,5 +70,24 @@ describe('state paper', () => {
   it('refuses bytes that are not a valid runtime state of this task', () => {
     expect(() => decodeStatePaper(Buffer.from('{"schema":'), 't', 'p')).toThrow(expect.objectContaining({ code: 'restore_failed', reason: 'invalid_state' }));
     expect(() => decodeStatePaper(Buffer.from('{"schema":"runtime-state.v1"}'), 't', 'p')).toThrow(/does not match runtime-state.schema.json/);
+  });
+
+  it('restores the v2 layout it writes and the v1 layout of earlier runtimes; refuses a mix of the two', () => {
+    const taskId = '0190f0e0-0000-7000-8000-000000000001';
+    const caseId = '0190f0e0-0000-7000-8000-000000000002';
+    const hash = `sha256:${'0'.repeat(64)}`;
+    const host: HostState = { pending: { calls: [], gates: [], messages: [] }, paperHeads: {}, handleScopeCaseId: caseId, completedPlanSteps: [], decisions: [], summary: null, contextHash: null, versions: { profile: 'a', profileVersion: '1', promptHash: hash, route: 'r', routeConfigHash: hash, runtime: '0.1.0', toolSchemaHash: hash }, context: { envelope: { scope: { reads: 'all', writes: [], forbidden: [] }, budget: {} }, mode: null, depth: 0, tools: null } };
+    const run = { ...initialRunState(taskId, 'objective'), turn: 2, messages: [{ role: 'user' as const, content: 'héllo' }, { role: 'tool' as const, callId: 'c', name: 'echo', content: 'x', isError: false }] };
+    const v2 = stateDocument(caseId, host, run);
+    expect(v2.schema).toBe('runtime-state.v2');
+    expect(Object.keys(JSON.parse(canonicalJson(v2)) as object).slice(0, 2)).toEqual(['caseId', 'chat']);
+    expect(decodeStatePaper(Buffer.from(canonicalJson(v2)), taskId, 'p').run).toEqual(run);
+    const { chat, ...rest } = v2;
+    const v1 = { ...rest, schema: 'runtime-state.v1', run: { ...v2.run, messages: chat } };
+    expect(decodeStatePaper(Buffer.from(canonicalJson(v1)), taskId, 'p').run).toEqual(run);
+    // Both places, or neither: the schema refuses it (a restore never guesses which is right).
+    for (const mixed of [{ ...v2, run: v1.run }, { ...v1, chat }, { ...v1, run: v2.run }, rest]) {
+      expect(() => decodeStatePaper(Buffer.from(canonicalJson(mixed)), taskId, 'p')).toThrow(expect.objectContaining({ code: 'restore_failed', reason: 'invalid_state' }));
+    }
   });
 });

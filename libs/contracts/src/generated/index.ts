@@ -18,7 +18,7 @@ export type { TaskDeadEndV1 } from "./payloads/task.dead_end.v1.js";
 export type { TaskFinishedV1 } from "./payloads/task.finished.v1.js";
 export type { TaskResumeV1 } from "./payloads/task.resume.v1.js";
 export type { TaskRunnableV1 } from "./payloads/task.runnable.v1.js";
-export type { RuntimeStateId, RuntimeStateHash, RuntimeStatePaper, RuntimeStateVersions, RuntimeStateContext, RuntimeStateEnvelope, RuntimeStateScope, RuntimeStateBudget, RuntimeStateMode, RuntimeStateRun, RuntimeStateMessage, RuntimeStateToolCall, RuntimeStateTodo, RuntimeStatePlan, RuntimeStatePlanStep, RuntimeStateWait, RuntimeStateQuestion, RuntimeStateChildAnswer, RuntimeStateChild, RuntimeStateUsage, RuntimeStateSettlement, RuntimeStatePending, RuntimeStatePaperHead, RuntimeStateDecision, RuntimeStateSummaryRef } from "./runtime-state.js";
+export type { RuntimeStatePaper, RuntimeStateId, RuntimeStateHash, RuntimeStateMessage, RuntimeStateToolCall, RuntimeStateVersions, RuntimeStateContext, RuntimeStateEnvelope, RuntimeStateScope, RuntimeStateBudget, RuntimeStateMode, RuntimeStateRun, RuntimeStateTodo, RuntimeStatePlan, RuntimeStatePlanStep, RuntimeStateWait, RuntimeStateQuestion, RuntimeStateChildAnswer, RuntimeStateChild, RuntimeStateUsage, RuntimeStateSettlement, RuntimeStatePending, RuntimeStatePaperHead, RuntimeStateDecision, RuntimeStateSummaryRef } from "./runtime-state.js";
 import type { BudgetToppedUpV1 } from "./payloads/budget.topped_up.v1.js";
 import type { EffectOutcomeV1 } from "./payloads/effect.outcome.v1.js";
 import type { GateDecidedV1 } from "./payloads/gate.decided.v1.js";
