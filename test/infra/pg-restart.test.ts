@@ -170,7 +170,9 @@ describe('a Postgres fast restart with units of work open', () => {
     expect(exited).toBeUndefined();
 
     c.start();
-    await eventually(async () => (await fetch(`${base}/readyz`)).status === 200, { timeoutMs: readinessBudgetMs(), intervalMs: 200, what: '/readyz 200 after Postgres is back' });
+    await eventually(async () => (await fetch(`${base}/readyz`)).status === 200, { timeoutMs: readinessBudgetMs(), intervalMs: 200, what: '/readyz 200 after Postgres is back' }).catch((err: unknown) => {
+      throw new Error(`${String(err)}; the node ${exited ? `exited (${JSON.stringify(exited)})` : 'is running'}:\n${output.slice(-4000)}`);
+    });
     expect(exited).toBeUndefined();
 
     // The request that failed with 503 is retried and opens its case once.
