@@ -4,11 +4,10 @@
  * Decoding re-validates the document; anything a restore cannot vouch for is a RestoreFailure
  * — the task parks, the worker never fills a gap from a model's recollection.
  */
-import { EverdictError, schemaValidator, schemaViolations, describeViolations, SCHEMA_ID_BASE } from '@everdict/contracts';
+import { canonicalJson, EverdictError, schemaValidator, schemaViolations, describeViolations, SCHEMA_ID_BASE } from '@everdict/contracts';
 import type { RuntimeStatePaper } from '@everdict/contracts';
 import type { RunState } from '@everdict/agent-runtime';
 import type { ChatMessage } from '@everdict/llm';
-import { canonicalJson } from '@everdict/contracts';
 import { manifestPaper, newPaper, type NewPaper } from '@everdict/store';
 import { stateDocumentSplice } from './canonical.js';
 
