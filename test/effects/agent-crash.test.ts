@@ -9,6 +9,9 @@
  *
  * A node with the crash point dies there (a real SIGKILL); a second node without one takes the
  * case over. The resumed proposal runs again (outcomeAtomic) rather than being withheld as unknown.
+ * The proposal rides with a billing read: a batch of the proposal alone is folded into the turn's
+ * commit (services/turn-worker/src/durability.ts) and never reaches after_response, while a
+ * connector read is observable, so its batch journals both intents before either runs.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,12 +26,12 @@ const SERVICES = ['turn-worker', 'gate', 'execution-coordinator', 'reconciler'];
 
 beforeAll(async () => {
   f = await effectsFixture('effects_agent_crash');
-  writeFileSync(join(f.dir, 'writer.json'), JSON.stringify({ steps: [{ toolCalls: [proposeCredit('acct-crash', 300)] }, { text: 'Credited.' }] }));
+  writeFileSync(join(f.dir, 'writer.json'), JSON.stringify({ steps: [{ toolCalls: [{ name: 'billing__accounts_get', arguments: { accountId: 'acct-crash' } }, proposeCredit('acct-crash', 300)] }, { text: 'Credited.' }] }));
   writeFileSync(join(f.dir, 'auditor.json'), JSON.stringify({ steps: [{ text: '{"verdict": "approve", "reason": "matches the ticket"}' }] }));
   config = {
     ...fleetConfig(),
     routes: { writer: { adapter: 'scripted', model: 'scripted', scriptPath: 'writer.json' }, auditor: { adapter: 'scripted', model: 'scripted', scriptPath: 'auditor.json' } },
-    profiles: { writer: { version: '1', route: 'writer', prompt: 'You credit accounts.', auditor: 'auditor' }, auditor: { version: '1', route: 'auditor', prompt: 'You audit.' } },
+    profiles: { writer: { version: '1', route: 'writer', prompt: 'You credit accounts.', auditor: 'auditor', reads: ['billing/accounts.get'] }, auditor: { version: '1', route: 'auditor', prompt: 'You audit.' } },
     caseTypes: { writer: { rootProfile: 'writer', scope: { reads: 'all', writes: ['writes__propose', 'billing'], forbidden: [] } } },
     connectors: agentConnectors(),
     // A short lease: the survivor takes the dead worker's task over within seconds.

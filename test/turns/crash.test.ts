@@ -8,41 +8,51 @@
  * state reads what its finished root makes it, each change recorded once. Reads are
  * observed through the workers' tool trace (LOG_LEVEL=debug, `tool started` lines on stdout):
  * written at execution time, outside the turn's unit of work, and kept across a SIGKILL.
+ *
+ * The agent's turns take both commit shapes (services/turn-worker/src/durability.ts): a turn
+ * that reads the knowledge base (a stdio MCP server, observable) journals its intents before
+ * they run; a turn whose only call is the in-process `note` folds them into its C3, so a worker
+ * killed before C3 may have run a `note` the journal never saw — the one execution allowed
+ * without a journal row, and only by a killed worker.
  */
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CRASH_POINTS } from '@everdict/turn-worker';
 import { recordStream, toolTrace } from '@everdict/testkit';
-import { call, eventually, modelAsks, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+import { call, eventually, modelAsks, REPO, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 const KILLS_PER_POINT = 5;
 const TURNS = 5;
+const KB = join(REPO, 'test/turns/fixtures/kb-mcp.mjs');
+/** Turns (from 0) whose calls are all unobservable: their batch is folded into C3. */
+const FOLDED_TURNS = [1, 3];
 
 describe('crash matrix: SIGKILL at every journal point, with a second worker running', () => {
   let fx: TurnsFixture;
   let steady: WorkerProc;
   let modelLog: string;
   let crashLog: string;
-  /** Each worker's whole stdout since it started (the fixture keeps only a tail). */
-  const outputs: (() => string)[] = [];
+  /** Each worker's whole stdout since it started (the fixture keeps only a tail), and whether it was a victim. */
+  const outputs: { victim: boolean; text: () => string }[] = [];
   const traced = async (name: string, env: Record<string, string>): Promise<WorkerProc> => {
     const w = await fx.worker(name, { LOG_LEVEL: 'debug', ...env });
-    outputs.push(recordStream(w.proc.stdout!, w.output()));
+    outputs.push({ victim: env.EVERDICT_CRASHPOINT !== undefined, text: recordStream(w.proc.stdout!, w.output()) });
     return w;
   };
   beforeAll(async () => {
-    fx = await turnsFixture(
-      'turns_crash',
-      testConfig({
+    fx = await turnsFixture('turns_crash', {
+      ...testConfig({
         routes: { main: 'main.json' },
-        // `note` is not independent: turn 0's [lookup, note] are two batches (after_read_batch).
-        tools: { lookup: { builtin: 'static', description: 'Look something up in the knowledge base.', output: 'found: the answer is 42' }, note: { builtin: 'echo', description: 'Note a step.', independent: false } },
-        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['lookup', 'note'] } },
+        // `note` is not independent: turn 0's [kb__lookup, note] are two batches (after_read_batch).
+        tools: { note: { builtin: 'echo', description: 'Note a step.', independent: false } },
+        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['note'], mcp: [{ server: 'kb', tools: { lookup: { access: 'read' } } }] } },
         runtime: { leaseTtlMs: 1500, sweepIntervalMs: 200 },
       }),
-    );
-    fx.writeScript('main', [call(['lookup', { page: 0 }], ['note', { page: 0 }]), ...Array.from({ length: TURNS - 2 }, (_, i) => call(['lookup', { page: i + 1 }])), say('resolved')]);
+      mcpServers: { kb: { transport: 'stdio', command: process.execPath, args: [KB], timeoutMs: 5000 } },
+    });
+    // Turns 0 and 2 journal their intents before they run (C2); turns 1 and 3 fold them (FOLDED_TURNS).
+    fx.writeScript('main', [call(['kb__lookup', { page: 0 }], ['note', { page: 0 }]), call(['note', { page: 1 }]), call(['kb__lookup', { page: 2 }]), call(['note', { page: 3 }]), say('resolved')]);
     modelLog = join(fx.dir, 'model.log');
     crashLog = join(fx.dir, 'crash.log');
     steady = await traced('steady', { EVERDICT_MODEL_LOG: modelLog });
@@ -94,20 +104,36 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
 
     // No completed read ran again: every real execution of a read (a `tool started` line, from a
     // living or a killed worker) happened before its call was completed in the journal, under an
-    // id the journal allocated before dispatch.
-    const reads = outputs.flatMap((o) => toolTrace(o())).filter((e) => e.event === 'started');
+    // id the journal allocated before dispatch — except a folded `note` run by a worker killed
+    // before its C3, which the journal never saw (it ran again, unobserved, under a new id).
+    const reads = outputs.flatMap((o) => toolTrace(o.text()).map((e) => ({ ...e, victim: o.victim }))).filter((e) => e.event === 'started');
     expect(reads.length).toBeGreaterThanOrEqual(cases.length * TURNS);
     const journalled = new Map(
       (await fx.rows<{ id: string; status: string; completed_at: Date | null }>('SELECT id, status, completed_at FROM runtime_calls WHERE id = ANY($1::uuid[])', [[...new Set(reads.map((r) => r.callId))]])).map((r) => [r.id, r]),
     );
     for (const r of reads) {
       const c = journalled.get(r.callId);
-      expect(c, `execution of ${r.callId} has a journal row`).toBeDefined();
-      expect(c!.status).toBe('completed');
-      expect(r.at, `read ${r.callId} ran after it completed`).toBeLessThanOrEqual(c!.completed_at!.getTime());
+      if (c === undefined) {
+        expect({ tool: r.tool, victim: r.victim, folded: FOLDED_TURNS.includes(r.turn) }, `execution of ${r.callId} has no journal row`).toEqual({ tool: 'note', victim: true, folded: true });
+        continue;
+      }
+      expect(c.status).toBe('completed');
+      expect(r.at, `read ${r.callId} ran after it completed`).toBeLessThanOrEqual(c.completed_at!.getTime());
     }
     const completedReads = await fx.rows<{ n: number }>("SELECT count(*)::int AS n FROM runtime_calls WHERE kind = 'read' AND status = 'completed'");
     expect(completedReads[0]!.n).toBe(cases.length * TURNS);
+    // Each turn took its shape: a folded turn's calls were recorded by the write that settled
+    // them; every other read's intent was written before it ran.
+    const shapes = await fx.rows<{ turn: number; tool_name: string; at_once: boolean; n: number }>(
+      "SELECT turn, tool_name, created_at = completed_at AS at_once, count(*)::int AS n FROM runtime_calls WHERE kind = 'read' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+    );
+    expect(shapes).toEqual([
+      { turn: 0, tool_name: 'kb__lookup', at_once: false, n: cases.length },
+      { turn: 0, tool_name: 'note', at_once: false, n: cases.length },
+      { turn: 1, tool_name: 'note', at_once: true, n: cases.length },
+      { turn: 2, tool_name: 'kb__lookup', at_once: false, n: cases.length },
+      { turn: 3, tool_name: 'note', at_once: true, n: cases.length },
+    ]);
 
     // The model was re-asked only for a turn whose response was never persisted: every ask came
     // before the turn's one response was persisted, and every ask but the last was made by a

@@ -126,9 +126,10 @@ describe('withheld calls are journal rows and ledger entries', () => {
     expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
 
     // Commits (the claim writes turn 0's model intent; each turn's write carries the next one's):
-    // turn 0 = the response with lookup's intent, then its turn write, which carries the two
-    // refusals; turn 1, whose only call is withheld = its turn write; turn 2 = its turn write.
-    expect((await w.metric('everdict_turn_commits_total')) - commitsBefore).toBe(4);
+    // turn 0 = its turn write alone — lookup is a built-in in-process read, so its batch is
+    // folded (durability.ts) and its row is inserted settled with the two refusals; turn 1,
+    // whose only call is withheld = its turn write; turn 2 = its turn write.
+    expect((await w.metric('everdict_turn_commits_total')) - commitsBefore).toBe(3);
   });
 
   it('a call shadow mode captures is a `shadowed` row, in the ledger with shadow_denied; the task completes', async () => {

@@ -3,10 +3,13 @@
  * worker; when it is continued (SIGCONT) its writes are refused — StaleFence, counted in
  * everdict_store_stale_fence_total — and nothing it produced lands. The read is observed through
  * the workers' tool trace (LOG_LEVEL=debug, `tool started` lines on stdout, written when it runs).
+ * It is a slow knowledge-base read over MCP (stdio): observable, so its intent is journalled
+ * before it runs and both workers run it under that one call id.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordStream, toolTrace } from '@everdict/testkit';
-import { call, eventually, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
+import { call, eventually, REPO, say, testConfig, turnsFixture, type TurnsFixture, type WorkerProc } from './helpers.js';
 
 describe('a stalled worker past its lease', () => {
   let fx: TurnsFixture;
@@ -17,16 +20,16 @@ describe('a stalled worker past its lease', () => {
     return { w, starts: (taskId: string) => toolTrace(out()).filter((e) => e.event === 'started' && e.taskId === taskId) };
   };
   beforeAll(async () => {
-    fx = await turnsFixture(
-      'turns_stale',
-      testConfig({
+    fx = await turnsFixture('turns_stale', {
+      ...testConfig({
         routes: { main: 'main.json' },
-        tools: { slow: { builtin: 'static', description: 'A slow lookup.', output: 'slow result', delayMs: 2500 } },
-        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', tools: ['slow'] } },
+        tools: {},
+        profiles: { agent: { version: '1', route: 'main', prompt: 'You answer tickets.', mcp: [{ server: 'kb', tools: { lookup: { access: 'read' } } }] } },
         runtime: { leaseTtlMs: 1000, sweepIntervalMs: 200 },
       }),
-    );
-    fx.writeScript('main', [call(['slow', { q: 'x' }]), say('resolved')]);
+      mcpServers: { kb: { transport: 'stdio', command: process.execPath, args: [join(REPO, 'test/turns/fixtures/kb-mcp.mjs'), '2500'], timeoutMs: 30_000 } },
+    });
+    fx.writeScript('main', [call(['kb__lookup', { page: 1 }]), say('resolved')]);
   });
   afterAll(async () => fx?.close());
 

@@ -27,6 +27,14 @@
  * the model is asked again with the same request bytes, and the calls run again under new ids.
  * Nothing they did is lost: none of them changed anything outside this process, and nothing
  * was published or handed on before C3 (a result, a child, a proposal all commit with it).
+ *
+ * Folding. The same argument lets such a C2 not be written at all: when its batch may be
+ * deferred and every tool outcome produced so far whose intent is in the journal is durable
+ * (none is waiting for this write to become replay-safe), the batch's intents stay in the
+ * worker's memory and are inserted already settled by the turn's next write — its C3, or the
+ * synchronous C2 of a later batch that reaches outside the process. A crash before that write
+ * leaves exactly the state a lost deferred C2 leaves (the after_model state above), and the
+ * turn costs one synchronous commit after its model call instead of two.
  */
 import type { ToolRegistry } from '@everdict/agent-runtime';
 
@@ -38,4 +46,13 @@ export function mayDeferIntents(registry: Pick<ToolRegistry, 'descriptor'>, tool
     if (d.intrinsic === true || d.outcomeAtomic === true) return true;
     return d.access === 'read' && d.origin === 'first_party' && d.transport === 'in_process' && d.effects?.dataAccess?.egress !== 'external';
   });
+}
+
+/**
+ * Whether a batch's intents may be folded into the turn's next write instead of committed now:
+ * its C2 may be deferred (`deferrable`, mayDeferIntents) and no tool outcome of a call already in
+ * the journal is waiting to be made durable by it (`unwrittenJournalledOutcomes`).
+ */
+export function mayFoldIntents(deferrable: boolean, unwrittenJournalledOutcomes: number): boolean {
+  return deferrable && unwrittenJournalledOutcomes === 0;
 }

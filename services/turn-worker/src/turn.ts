@@ -10,8 +10,10 @@
  *       — before any tool runs (each later sequential batch commits its intents the same way,
  *       with the outcomes of the batches before it; a response with no tool call is written by
  *       C3 instead). When every call it carries is unobservable outside this process (intrinsic
- *       tools, built-in in-process reads, the proposal tool) it commits without waiting for the
- *       WAL flush (durability.ts): a turn then waits for ONE synchronous commit, its C3;
+ *       tools, built-in in-process reads, the proposal tool) it is not written at all when no
+ *       earlier journalled outcome waits on it: its intents are inserted settled by C3 (or by a
+ *       later batch's C2), and a turn writes ONE commit after its model call (durability.ts);
+ *       when one does wait, it commits without waiting for the WAL flush;
  *   C3  tool outcomes + offloaded results + state paper + checkpoint + the next turn's intent
  *       + task transition + outbox + one ledger record: ONE value (turnWrite.ts), executed by
  *       commit.ts — with the children, plan revision, proposal and questions placed before it
@@ -41,6 +43,8 @@
  * A deferred C2 changes none of these (a killed worker does not take a commit with it; Postgres
  * holds it). A crash of Postgres itself before the flush can lose it, only together with every
  * later commit: the turn is then exactly at after_model (durability.ts argues it against §2).
+ * A folded C2 is never written: a turn whose calls are all unobservable reaches neither
+ * after_response nor after_read_batch, and a kill before its C3 is the after_model case.
  */
 import { appendFileSync } from 'node:fs';
 import { isEverdictError } from '@everdict/contracts';

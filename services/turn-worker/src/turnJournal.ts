@@ -17,6 +17,9 @@
  *                                  withheld on sight (rejected document, scope, shadow mode)
  *                                  has no C2 intent: its row is inserted already settled by
  *                                  the next of these writes, so a refusal costs no round trip.
+ *                                  So has a batch folded into the next write (durability.ts:
+ *                                  calls nobody outside the process observes, with no earlier
+ *                                  journalled outcome waiting): its C2 is never written.
  *
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
@@ -27,7 +30,7 @@ import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
 import { manifestPaper, newPaper, pinNotesToTurn, spannedPaper, supersedeIntent, writeTurn } from '@everdict/store';
-import { mayDeferIntents } from './durability.js';
+import { mayDeferIntents, mayFoldIntents } from './durability.js';
 import type { CallCompletion, FenceToken, ModelCallCost, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
 import { requestDocument } from './canonical.js';
 import type { SplicedDocument } from './canonical.js';
@@ -72,10 +75,20 @@ export interface PendingOutcome {
   readonly done: CallCompletion;
   readonly response: NewPaper;
   /**
-   * A withheld call's row, inserted already settled by the same write (its `settled` is `done`);
-   * null when the call's intent is in the journal and `done` completes it.
+   * The call's row when its intent is not in the journal (a withheld call, or a folded batch's),
+   * inserted already settled by the same write (its `settled` is `done`); null when the call's
+   * intent is in the journal and `done` completes it.
    */
-  readonly withheld: IntentRow | null;
+  readonly unjournalled: IntentRow | null;
+}
+
+/** What a write carries for `outcomes`: response papers, completions of journalled intents, settled rows of the others. */
+export function outcomeRows(outcomes: readonly PendingOutcome[]): { papers: NewPaper[]; completions: CallCompletion[]; intents: NewCallIntent[] } {
+  return {
+    papers: outcomes.flatMap((o) => (o.unjournalled ? [o.unjournalled.request, o.response] : [o.response])),
+    completions: outcomes.filter((o) => o.unjournalled === null).map((o) => o.done),
+    intents: outcomes.flatMap((o) => (o.unjournalled ? [o.unjournalled.call] : [])),
+  };
 }
 
 /** A call intent row and its request paper, ready for `writeTurn`. */
@@ -168,7 +181,10 @@ export function modelIntentRow(intent: CallIntent, route: string, versions: Vers
 export class TurnJournal implements Journal {
   private readonly records = new Map<number, CallRecord>();
   private modelOutcome: { record: CallRecord; outcome: CallOutcome; written: boolean } | null = null;
-  private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome }[] = [];
+  /** `folded`: the call's intent row, not in the journal (its batch was folded), written settled with its outcome. */
+  private readonly toolOutcomes: { record: CallRecord; outcome: CallOutcome; folded: IntentRow | null }[] = [];
+  /** Intent rows of folded batches whose outcome has not arrived yet, by ordinal. */
+  private readonly folded = new Map<number, IntentRow>();
   private readonly withheldCalls: PendingOutcome[] = [];
   /** How many of toolOutcomes / withheldCalls (in order) a write before C3 made durable. */
   private written = { tools: 0, withheld: 0 };
@@ -233,7 +249,9 @@ export class TurnJournal implements Journal {
       return;
     }
     this.ranTools = true;
-    this.toolOutcomes.push({ record: settled, outcome });
+    const folded = this.folded.get(key.ordinal) ?? null;
+    this.folded.delete(key.ordinal);
+    this.toolOutcomes.push({ record: settled, outcome, folded });
   }
 
   async recordWithheld(intent: CallIntent, outcome: CallOutcome): Promise<CallRecord> {
@@ -243,8 +261,7 @@ export class TurnJournal implements Journal {
     const row = this.intentRow(intent);
     const rec: CallRecord = { ...intent, requestHash: row.request.contentHash, status: outcome.status, response: outcome.response, responseHash: outcome.responseHash };
     this.records.set(intent.ordinal, rec);
-    const pending = this.completion(rec, outcome);
-    this.withheldCalls.push({ ...pending, withheld: { call: { ...row.call, settled: pending.done }, request: row.request } });
+    this.withheldCalls.push(this.completion(rec, outcome, row));
     return rec;
   }
 
@@ -258,7 +275,7 @@ export class TurnJournal implements Journal {
   }
 
   private unwrittenToolOutcomes(): PendingOutcome[] {
-    return this.toolOutcomes.slice(this.written.tools).map((t) => this.completion(t.record, t.outcome));
+    return this.toolOutcomes.slice(this.written.tools).map((t) => this.completion(t.record, t.outcome, t.folded));
   }
 
   /** The model call's record of this turn, if any (route, hashes for the ledger). */
@@ -324,7 +341,8 @@ export class TurnJournal implements Journal {
     };
   }
 
-  private completion(rec: CallRecord, outcome: CallOutcome): PendingOutcome {
+  /** The write of `rec`'s outcome; `unjournalled`: its intent row when the journal does not hold it (inserted settled). */
+  private completion(rec: CallRecord, outcome: CallOutcome, unjournalled: IntentRow | null = null): PendingOutcome {
     const isModel = rec.ordinal === 0;
     // Spans (history.ts): the response's long runs are stored once per case, shared with the call's request and the conversation.
     const response = spannedPaper({
@@ -336,11 +354,8 @@ export class TurnJournal implements Journal {
     const r = outcome.response as { outcome?: unknown; error?: { kind?: unknown } } | null;
     const outcomeClass = isModel ? (outcome.status === 'completed' ? 'ok' : String(r?.error?.kind ?? 'failed')) : typeof r?.outcome === 'string' ? r.outcome : null;
     const usage = isModel && outcome.status === 'completed' ? this.costOf(outcome.response as ModelReply) : undefined;
-    return {
-      done: { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass, ...(usage ? { usage } : {}) },
-      response,
-      withheld: null,
-    };
+    const done: CallCompletion = { id: rec.callId, status: outcome.status, responsePaperId: response.id, responseHash: response.contentHash, route: isModel ? this.scope.route : null, outcomeClass, ...(usage ? { usage } : {}) };
+    return { done, response, unjournalled: unjournalled === null ? null : { call: { ...unjournalled.call, settled: done }, request: unjournalled.request } };
   }
 
   /**
@@ -388,7 +403,11 @@ export class TurnJournal implements Journal {
     return rec;
   }
 
-  /** C2: the model's response (if not yet durable) and a batch of tool intents, before dispatch. */
+  /**
+   * C2: the model's response (if not yet durable) and a batch of tool intents, before dispatch —
+   * or, when the batch may be folded (durability.ts), no write: its intents are kept here and
+   * inserted settled, with their outcomes, by the turn's next write.
+   */
   private async flush(): Promise<void> {
     this.flushScheduled = false;
     const batch = this.queue;
@@ -397,38 +416,47 @@ export class TurnJournal implements Journal {
     const { token, caseId } = this.scope;
     try {
       const rows = batch.map((b) => this.intentRow(b.intent));
-      const response = withResponse ? [this.completion(this.modelOutcome!.record, this.modelOutcome!.outcome)] : [];
-      // Everything the earlier batches produced is durable before this batch runs. (A write that
-      // fails rejects the batch and so fails the turn: nothing else would write what it took.)
-      const tools = this.unwrittenToolOutcomes();
-      const withheld = this.withheldCalls.slice(this.written.withheld);
-      const upTo = { tools: this.toolOutcomes.length, withheld: this.withheldCalls.length };
-      const cited = this.toolOutcomes.slice(this.written.tools).flatMap((t) => offloadedRefOf(t.outcome.response));
-      const results = cited.length === 0 ? [] : this.scope.results.takeResults(token.taskId, cited);
-      const done = [...response, ...tools];
-      await this.scope.committer.write(
-        token,
-        caseId,
-        {
-          papers: [...done.map((r) => r.response), ...withheld.flatMap((w) => [w.withheld!.request, w.response]), ...results, ...rows.map((r) => r.request)],
-          completions: done.map((r) => r.done),
-          intents: [...withheld.map((w) => w.withheld!.call), ...rows.map((r) => r.call)],
-          checkpoint: null,
-          ledger: null,
-        },
-        null,
-        // Intents of calls nobody outside this process observes need not wait for the flush (durability.ts).
-        { deferDurability: mayDeferIntents(this.scope.registry, batch.map((b) => b.intent.name)) },
-      );
-      this.scope.onCommit();
-      if (withResponse) this.modelOutcome!.written = true;
-      this.written = upTo;
+      const deferrable = mayDeferIntents(this.scope.registry, batch.map((b) => b.intent.name));
+      const unwritten = this.toolOutcomes.slice(this.written.tools);
+      const fold = mayFoldIntents(deferrable, unwritten.filter((t) => t.folded === null).length);
+      if (fold) {
+        rows.forEach((r, i) => this.folded.set(batch[i]!.intent.ordinal, r));
+      } else {
+        const response = withResponse ? [this.completion(this.modelOutcome!.record, this.modelOutcome!.outcome)] : [];
+        // Everything the earlier batches produced is durable before this batch runs. (A write that
+        // fails rejects the batch and so fails the turn: nothing else would write what it took.)
+        const outcomes = [...response, ...this.unwrittenToolOutcomes(), ...this.withheldCalls.slice(this.written.withheld)];
+        const upTo = { tools: this.toolOutcomes.length, withheld: this.withheldCalls.length };
+        const cited = unwritten.flatMap((t) => offloadedRefOf(t.outcome.response));
+        const results = cited.length === 0 ? [] : this.scope.results.takeResults(token.taskId, cited);
+        // A folded intent still open (its call has not answered) is journalled as an intent now.
+        const open = [...this.folded.values()];
+        const done = outcomeRows(outcomes);
+        await this.scope.committer.write(
+          token,
+          caseId,
+          {
+            papers: [...done.papers, ...results, ...open.map((r) => r.request), ...rows.map((r) => r.request)],
+            completions: done.completions,
+            intents: [...done.intents, ...open.map((r) => r.call), ...rows.map((r) => r.call)],
+            checkpoint: null,
+            ledger: null,
+          },
+          null,
+          // Intents of calls nobody outside this process observes need not wait for the flush (durability.ts).
+          { deferDurability: deferrable },
+        );
+        this.scope.onCommit();
+        this.folded.clear();
+        if (withResponse) this.modelOutcome!.written = true;
+        this.written = upTo;
+      }
       batch.forEach((b, i) => {
         const rec: CallRecord = { ...b.intent, requestHash: rows[i]!.request.contentHash, status: 'intent', response: null, responseHash: null };
         this.records.set(b.intent.ordinal, rec);
       });
-      if (withResponse) this.scope.crash.reach('after_response', { taskId: token.taskId, turn: this.scope.turn });
-      if (tools.length > 0) this.scope.crash.reach('after_read_batch', { taskId: token.taskId, turn: this.scope.turn });
+      if (!fold && withResponse) this.scope.crash.reach('after_response', { taskId: token.taskId, turn: this.scope.turn });
+      if (!fold && unwritten.length > 0) this.scope.crash.reach('after_read_batch', { taskId: token.taskId, turn: this.scope.turn });
       batch.forEach((b) => b.resolve(this.records.get(b.intent.ordinal)!));
     } catch (err) {
       for (const b of batch) b.reject(err);

@@ -30,7 +30,7 @@ import { outboxRow } from './envelopes.js';
 import type { TaskIdentity } from './envelopes.js';
 import { stateDocument, statePaper } from './statePaper.js';
 import type { HostState } from './statePaper.js';
-import { modelIntentRow, modelRequestDocument } from './turnJournal.js';
+import { modelIntentRow, modelRequestDocument, outcomeRows } from './turnJournal.js';
 import type { PendingOutcome } from './turnJournal.js';
 import type { ProposalRecord } from './writesPropose.js';
 import { versionsHash } from './versions.js';
@@ -163,11 +163,12 @@ export function turnWrite(input: TurnWriteInput): TurnCommit {
   const intent = transition.kind === 'continue' ? nextIntent(p.agent, p.next) : null;
   const state = p.checkpoint ? statePaper(stateDocument(task.case_id, p.host, p.next)) : null;
   const model = p.calls.find((c) => c.ordinal === 0);
+  const done = outcomeRows(p.outcomes);
   return {
     write: {
-      papers: [...p.outcomes.flatMap((o) => (o.withheld ? [o.withheld.request, o.response] : [o.response])), ...p.results, ...(state ? [state] : []), ...(intent ? [intent.row.request] : [])],
-      completions: p.outcomes.filter((o) => o.withheld === null).map((o) => o.done),
-      intents: [...p.outcomes.flatMap((o) => (o.withheld ? [o.withheld.call] : [])), ...(intent ? [intent.row.call] : [])],
+      papers: [...done.papers, ...p.results, ...(state ? [state] : []), ...(intent ? [intent.row.request] : [])],
+      completions: done.completions,
+      intents: [...done.intents, ...(intent ? [intent.row.call] : [])],
       checkpoint: state ? { turn: p.next.turn, statePaperId: state.id, stateHash: state.contentHash, contextHash: p.host.contextHash, versions: p.agent.versions } : null,
       ledger: {
         recordId: newId(),

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ToolDescriptor } from '@everdict/contracts';
-import { mayDeferIntents } from '../src/durability.js';
+import { mayDeferIntents, mayFoldIntents } from '../src/durability.js';
 import { builtinTool } from '../src/tools.js';
 
 const local = builtinTool('lookup', { builtin: 'static', description: 'Look up.' }, { timing: () => undefined }).descriptor;
@@ -23,5 +23,12 @@ describe('which C2 may commit without waiting for the WAL flush', () => {
     for (const name of ['crm_read', 'web_fetch', 'ws_tool', 'billing', 'hallucinated']) {
       expect(mayDeferIntents(registry, ['lookup', name]), name).toBe(false);
     }
+  });
+
+  it('folds a deferrable batch only when no journalled outcome waits on its write', () => {
+    expect(mayFoldIntents(true, 0)).toBe(true);
+    // A completed remote read must be durable before the next batch runs (replayed, never rerun).
+    expect(mayFoldIntents(true, 1)).toBe(false);
+    expect(mayFoldIntents(false, 0)).toBe(false);
   });
 });

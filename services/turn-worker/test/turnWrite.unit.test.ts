@@ -29,7 +29,7 @@ const host: HostState = {
 const model: CallRecord = { taskId: task.id, turn: 3, ordinal: 0, callId: 'c0', kind: 'model', name: 'main', request: {}, requestHash: 'sha256:rq', status: 'completed', response: {}, responseHash: 'sha256:rs' };
 const read: CallRecord = { taskId: task.id, turn: 3, ordinal: 1, callId: 'c1', kind: 'tool', name: 'lookup', request: {}, requestHash: 'sha256:tq', status: 'completed', response: {}, responseHash: 'sha256:ts' };
 const response = newPaper({ kind: 'artefact', name: 'calls/c1/response/x', schemaId: 'everdict/tool-result.v1', bytes: Buffer.from('{"outcome":"ok"}') });
-const outcome: PendingOutcome = { done: { id: 'c1', status: 'completed', responsePaperId: response.id, responseHash: response.contentHash, route: null, outcomeClass: 'ok' }, response, withheld: null };
+const outcome: PendingOutcome = { done: { id: 'c1', status: 'completed', responsePaperId: response.id, responseHash: response.contentHash, route: null, outcomeClass: 'ok' }, response, unjournalled: null };
 
 function product(over: Partial<TurnProduct> = {}): TurnProduct {
   const next: RunState = { ...initialRunState(task.id, 'find the answer'), turn: 4 };
