@@ -95,6 +95,25 @@ describe('gate', () => {
     expect(await f.store.verifyLedger(caseId)).toMatchObject({ ok: true });
   });
 
+  it('requests that arrive together share a unit of work: several inbox rows per transaction, every gate opened once', async () => {
+    const N = 16;
+    const cases = await Promise.all(Array.from({ length: N }, () => f.openCase()));
+    // One commit: the relay publishes them together and the gate's consumer takes them as a batch.
+    const gates = await f.proposeAll(cases.map((c, i) => ({ ...c, packet: entryPacket(c.caseId, { entryId: `batch-${i}`, account: 'acct-batch', amount: i + 1 }) })));
+    for (const g of gates) await f.waitGate(g.gateId, 'open');
+    const { rows: opened } = await f.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM gates WHERE id = ANY($1::uuid[])', values: [gates.map((g) => g.gateId)] });
+    expect(opened[0]!.n).toBe(N);
+    // Inbox rows written by one transaction carry its id (xmin): fewer transactions than deliveries.
+    const { rows: units } = await f.db.query<{ n: number; applied: number }>({
+      text: `SELECT count(DISTINCT i.xmin::text)::int AS n, count(*) FILTER (WHERE i.disposition = 'applied')::int AS applied
+               FROM inbox_messages i JOIN outbox_messages o ON o.message_id = i.message_id
+              WHERE i.consumer = 'gate' AND o.type = 'gate.requested' AND o.case_id = ANY($1::uuid[])`,
+      values: [cases.map((c) => c.caseId)],
+    });
+    expect(units[0]!.applied).toBe(N);
+    expect(units[0]!.n).toBeLessThan(N);
+  });
+
   it('a rejection goes back to the agent with the reason; nothing is granted or executed', async () => {
     const { caseId, taskId } = await f.openCase();
     const { gateId, digest } = await f.propose(caseId, taskId, creditPacket(caseId, { account: 'acct-rejected', amountCents: 50 }));

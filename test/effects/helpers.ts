@@ -20,7 +20,7 @@ import { buildEnvelope, canonicalJson, encodeEnvelope, newId, sealPacket, sha256
 import type { EffectCheck, EffectPacket, FleetConfig } from '@everdict/contracts';
 import { declaredTemplateHash } from '@everdict/connectors';
 import { PACKET_PAPER_SCHEMA, Store, createPgDb, migrate } from '@everdict/store';
-import type { Db } from '@everdict/store';
+import type { Db, UnitOfWork } from '@everdict/store';
 import { TEST_AMQP_URL, amqpPrefix, eventually, everdictStartArgs, freshDatabase, readinessBudgetMs, freePort } from '@everdict/testkit';
 import { deletePrefixTopology } from '../intake/helpers.js';
 
@@ -313,7 +313,9 @@ export interface EffectsFixture {
   /** Opens a case with a root task; returns their ids. */
   openCase(customer?: string): Promise<{ caseId: string; taskId: string }>;
   /** What writes.propose does: the packet paper + `gate.requested` in one unit of work. */
-  propose(caseId: string, taskId: string, packet: EffectPacket, o?: { gateId?: string; callId?: string; requiredDecisions?: string[]; digest?: string; expiresAt?: string }): Promise<{ gateId: string; digest: string }>;
+  propose(caseId: string, taskId: string, packet: EffectPacket, o?: ProposeOptions): Promise<{ gateId: string; digest: string }>;
+  /** Several proposals committed by ONE unit of work (their `gate.requested` reach the gate together). */
+  proposeAll(proposals: readonly { caseId: string; taskId: string; packet: EffectPacket }[]): Promise<{ gateId: string; digest: string }[]>;
   /** POST /v1/gates/:id/decisions on `port`. */
   decide(port: number, token: string, gateId: string, body: Record<string, unknown>): Promise<{ status: number; body: Record<string, unknown> }>;
   get(port: number, token: string, path: string): Promise<{ status: number; body: Record<string, unknown> }>;
@@ -423,40 +425,13 @@ export async function effectsFixture(label: string): Promise<EffectsFixture> {
       });
     },
 
-    async propose(caseId, taskId, packet, o = {}) {
-      const sealed = sealPacket(packet);
-      const gateId = o.gateId ?? newId();
-      await store.unitOfWork(async (uow) => {
-        const paper = await uow.putPaper({ caseId, kind: 'artefact', name: `packets/${gateId}`, schemaId: PACKET_PAPER_SCHEMA, bytes: Buffer.from(canonicalJson(sealed), 'utf8') });
-        const envelope = buildEnvelope(
-          {
-            type: 'gate.requested',
-            version: 1,
-            caseId,
-            lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] },
-            sender: { service: 'turn-worker', taskId, profile: 'p', profileVersion: '1' },
-            trust: 'platform',
-            payload: {
-              gateId,
-              taskId,
-              callId: o.callId ?? newId(),
-              packetDigest: o.digest ?? sealed.digest,
-              packetPaperId: paper.paperId,
-              planStepId: packet.planStepId,
-              operation: packet.operation.name,
-              effectClass: packet.effectClass,
-              ...(o.requiredDecisions ? { requiredDecisions: o.requiredDecisions } : {}),
-              ...(o.expiresAt ? { expiresAt: o.expiresAt } : {}),
-              impactKeys: packet.impactKeys,
-              ...(packet.summary ? { summary: packet.summary } : {}),
-            },
-          },
-          systemClock,
-        );
-        await uow.enqueue({ id: envelope.id, type: envelope.type, caseId }, encodeEnvelope(envelope));
-      });
-      return { gateId, digest: sealed.digest };
-    },
+    propose: (caseId, taskId, packet, o = {}) => store.unitOfWork((uow) => enqueueProposal(uow, caseId, taskId, packet, o)),
+    proposeAll: (proposals) =>
+      store.unitOfWork(async (uow) => {
+        const out: { gateId: string; digest: string }[] = [];
+        for (const p of proposals) out.push(await enqueueProposal(uow, p.caseId, p.taskId, p.packet, {}));
+        return out;
+      }),
 
     decide: (port, token, gateId, body) => request(port, token, 'POST', `/v1/gates/${gateId}/decisions`, body),
     get: (port, token, path) => request(port, token, 'GET', path),
@@ -515,4 +490,46 @@ export function crashLog(path: string): { point: string; grantId?: string }[] {
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l) as { point: string; grantId?: string });
+}
+
+interface ProposeOptions {
+  gateId?: string;
+  callId?: string;
+  requiredDecisions?: string[];
+  digest?: string;
+  expiresAt?: string;
+}
+
+/** What writes.propose does, in `uow`: the packet paper + `gate.requested`. */
+async function enqueueProposal(uow: UnitOfWork, caseId: string, taskId: string, packet: EffectPacket, o: ProposeOptions): Promise<{ gateId: string; digest: string }> {
+  const sealed = sealPacket(packet);
+  const gateId = o.gateId ?? newId();
+  const paper = await uow.putPaper({ caseId, kind: 'artefact', name: `packets/${gateId}`, schemaId: PACKET_PAPER_SCHEMA, bytes: Buffer.from(canonicalJson(sealed), 'utf8') });
+  const envelope = buildEnvelope(
+    {
+      type: 'gate.requested',
+      version: 1,
+      caseId,
+      lineage: { rootCaseId: caseId, parentTaskId: null, ancestry: [] },
+      sender: { service: 'turn-worker', taskId, profile: 'p', profileVersion: '1' },
+      trust: 'platform',
+      payload: {
+        gateId,
+        taskId,
+        callId: o.callId ?? newId(),
+        packetDigest: o.digest ?? sealed.digest,
+        packetPaperId: paper.paperId,
+        planStepId: packet.planStepId,
+        operation: packet.operation.name,
+        effectClass: packet.effectClass,
+        ...(o.requiredDecisions ? { requiredDecisions: o.requiredDecisions } : {}),
+        ...(o.expiresAt ? { expiresAt: o.expiresAt } : {}),
+        impactKeys: packet.impactKeys,
+        ...(packet.summary ? { summary: packet.summary } : {}),
+      },
+    },
+    systemClock,
+  );
+  await uow.enqueue({ id: envelope.id, type: envelope.type, caseId }, encodeEnvelope(envelope));
+  return { gateId, digest: sealed.digest };
 }

@@ -4,10 +4,11 @@
  *   end-to-end messages/s through outbox → relay → RabbitMQ → inbox-dedup consumer → state
  *   transition (one row UPDATE per message), and the same run with the consumer's inbox insert
  *   switched off (the benchmark-only baseline), plus the dedup overhead in percent — for each
- *   consumer batch size in BATCHES: 1 (one unit of work per delivery, as the gate, coordinator and
- *   reconciler consume) and 64 (the deliveries ready together share one unit of work and one
- *   inbox statement, as the turn-worker consumes: its `inboxBatchSize`). Both modes of a size run
- *   the same consumer path; only the inbox rows differ.
+ *   consumer batch size in BATCHES: 64 (the deliveries ready together share one unit of work and
+ *   one inbox statement, as every service consumes: the turn-worker's `inboxBatchSize`, 16 for
+ *   the gate, coordinator and reconciler) and 1 (one unit of work per delivery: the path of a
+ *   delivery that arrives alone, or that a batch cannot take). Both modes of a size run the same
+ *   consumer path; only the inbox rows differ.
  *
  * HANDLER=update (the issue's figure) makes the state transition one row UPDATE; HANDLER=turn makes
  * it turn-shaped like pgbench-turn (fenced task update + journal row + checkpoint row), which is

@@ -39,7 +39,8 @@
  * COMMIT. If any part of the batch fails, the transaction rolls back as a whole and EVERY
  * delivery of it is processed again alone (the single path, with its retries, requeues and
  * dead-letters), so one bad delivery cannot sink the others. A delivery whose id is already in
- * the inbox (a redelivery or a hash conflict) is settled alone after the batch.
+ * the inbox (a redelivery or a hash conflict) is settled alone after the batch. Every service
+ * consumes this way; a delivery that arrives alone still has a unit of work of its own.
  *
  * Ordering: deliveries are processed concurrently (up to `prefetch`) and redeliveries overtake
  * later messages, so delivery order means nothing. Handlers protect ordering themselves (DESIGN

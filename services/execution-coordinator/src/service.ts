@@ -67,6 +67,10 @@ export async function startExecutionCoordinator(ctx: ServiceContext, substrate: 
     service: COORDINATOR_SERVICE,
     handlers: { 'gate.decided': gateDecidedHandler(ctx.logger) },
     prefetch: 16,
+    // Approvals ready together share one unit of work (libs/bus consumer, batched mode): the
+    // handler only queues dispatch rows in it (nothing external happens here), so a batch that
+    // rolls back is simply redone delivery by delivery.
+    batchSize: 16,
     metrics: busMetricsSink(ctx.metrics),
     logger: ctx.logger,
   });

@@ -46,6 +46,10 @@ export async function startGate(ctx: ServiceContext, substrate: Substrate, fleet
     service: GATE_SERVICE,
     handlers: { 'gate.requested': gateRequestedHandler({ gateTtlMs: opts.gateTtlMs ?? DEFAULT_GATE_TTL_MS, fleet: () => current }) },
     prefetch: opts.prefetch ?? 16,
+    // Requests ready together share one unit of work (libs/bus consumer, batched mode): the
+    // handler writes nothing but its unit of work, so a batch that rolls back is simply redone
+    // delivery by delivery.
+    batchSize: opts.prefetch ?? 16,
     metrics: busMetricsSink(ctx.metrics),
     logger: ctx.logger,
   });

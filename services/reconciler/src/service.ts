@@ -52,6 +52,10 @@ export async function startReconciler(ctx: ServiceContext, substrate: Substrate,
     service: RECONCILER_SERVICE,
     handlers: { 'effect.outcome': effectOutcomeHandler() },
     prefetch: 16,
+    // Outcomes ready together share one unit of work (libs/bus consumer, batched mode): the
+    // handler only moves dispatch rows in it, so a batch that rolls back is simply redone
+    // delivery by delivery.
+    batchSize: 16,
     metrics: busMetricsSink(ctx.metrics),
     logger: ctx.logger,
   });
