@@ -11,9 +11,10 @@
  *
  * The agent's turns take both commit shapes (services/turn-worker/src/durability.ts): a turn
  * that reads the knowledge base (a stdio MCP server, observable) journals its intents before
- * they run; a turn whose only call is the in-process `note` folds them into its C3, so a worker
- * killed before C3 may have run a `note` the journal never saw — the one execution allowed
- * without a journal row, and only by a killed worker.
+ * they run; a batch of the in-process `note` alone, with no journalled outcome waiting on it, is
+ * folded into the turn's next write (its C3, or the C2 of a kb batch after it), so a worker
+ * killed before that write may have run a `note` the journal never saw — the one execution
+ * allowed without a journal row, and only by a killed worker.
  */
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,8 +26,10 @@ import { call, eventually, modelAsks, REPO, say, testConfig, turnsFixture, type 
 const KILLS_PER_POINT = 5;
 const TURNS = 5;
 const KB = join(REPO, 'test/turns/fixtures/kb-mcp.mjs');
-/** Turns (from 0) whose calls are all unobservable: their batch is folded into C3. */
-const FOLDED_TURNS = [1, 3];
+/** Turns (from 0) whose `note` batch is folded into the turn's next write (C3, or turn 2's second C2). */
+const FOLDED_NOTES = [1, 2, 3];
+/** Read executions each case completes: kb + note, note, note + kb, note. */
+const READS_PER_CASE = 6;
 
 describe('crash matrix: SIGKILL at every journal point, with a second worker running', () => {
   let fx: TurnsFixture;
@@ -51,8 +54,9 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
       }),
       mcpServers: { kb: { transport: 'stdio', command: process.execPath, args: [KB], timeoutMs: 5000 } },
     });
-    // Turns 0 and 2 journal their intents before they run (C2); turns 1 and 3 fold them (FOLDED_TURNS).
-    fx.writeScript('main', [call(['kb__lookup', { page: 0 }], ['note', { page: 0 }]), call(['note', { page: 1 }]), call(['kb__lookup', { page: 2 }]), call(['note', { page: 3 }]), say('resolved')]);
+    // Turn 0 journals both batches before they run (the note's C2 carries the kb outcome); turns
+    // 1 and 3 fold their note into C3; turn 2 folds its note into the C2 of the kb batch after it.
+    fx.writeScript('main', [call(['kb__lookup', { page: 0 }], ['note', { page: 0 }]), call(['note', { page: 1 }]), call(['note', { page: 2 }], ['kb__lookup', { page: 2 }]), call(['note', { page: 3 }]), say('resolved')]);
     modelLog = join(fx.dir, 'model.log');
     crashLog = join(fx.dir, 'crash.log');
     steady = await traced('steady', { EVERDICT_MODEL_LOG: modelLog });
@@ -107,21 +111,21 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
     // id the journal allocated before dispatch — except a folded `note` run by a worker killed
     // before its C3, which the journal never saw (it ran again, unobserved, under a new id).
     const reads = outputs.flatMap((o) => toolTrace(o.text()).map((e) => ({ ...e, victim: o.victim }))).filter((e) => e.event === 'started');
-    expect(reads.length).toBeGreaterThanOrEqual(cases.length * TURNS);
+    expect(reads.length).toBeGreaterThanOrEqual(cases.length * READS_PER_CASE);
     const journalled = new Map(
       (await fx.rows<{ id: string; status: string; completed_at: Date | null }>('SELECT id, status, completed_at FROM runtime_calls WHERE id = ANY($1::uuid[])', [[...new Set(reads.map((r) => r.callId))]])).map((r) => [r.id, r]),
     );
     for (const r of reads) {
       const c = journalled.get(r.callId);
       if (c === undefined) {
-        expect({ tool: r.tool, victim: r.victim, folded: FOLDED_TURNS.includes(r.turn) }, `execution of ${r.callId} has no journal row`).toEqual({ tool: 'note', victim: true, folded: true });
+        expect({ tool: r.tool, victim: r.victim, folded: FOLDED_NOTES.includes(r.turn) }, `execution of ${r.callId} has no journal row`).toEqual({ tool: 'note', victim: true, folded: true });
         continue;
       }
       expect(c.status).toBe('completed');
       expect(r.at, `read ${r.callId} ran after it completed`).toBeLessThanOrEqual(c.completed_at!.getTime());
     }
     const completedReads = await fx.rows<{ n: number }>("SELECT count(*)::int AS n FROM runtime_calls WHERE kind = 'read' AND status = 'completed'");
-    expect(completedReads[0]!.n).toBe(cases.length * TURNS);
+    expect(completedReads[0]!.n).toBe(cases.length * READS_PER_CASE);
     // Each turn took its shape: a folded turn's calls were recorded by the write that settled
     // them; every other read's intent was written before it ran.
     const shapes = await fx.rows<{ turn: number; tool_name: string; at_once: boolean; n: number }>(
@@ -132,6 +136,7 @@ describe('crash matrix: SIGKILL at every journal point, with a second worker run
       { turn: 0, tool_name: 'note', at_once: false, n: cases.length },
       { turn: 1, tool_name: 'note', at_once: true, n: cases.length },
       { turn: 2, tool_name: 'kb__lookup', at_once: false, n: cases.length },
+      { turn: 2, tool_name: 'note', at_once: true, n: cases.length },
       { turn: 3, tool_name: 'note', at_once: true, n: cases.length },
     ]);
 
