@@ -7,7 +7,7 @@
  * finish and wake, gate open and decision, dispatch moves, the case stop.
  */
 import type { CaseState } from '@everdict/contracts';
-import { lockCaseForState, lockCasesForState, refreshCaseState as refreshStatement } from './sql/caseState.js';
+import { lockCaseForState, lockCasesForState, refreshCaseStates as refreshStatement } from './sql/caseState.js';
 import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
 import type { LedgerHead } from './ledgerHash.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
@@ -52,7 +52,7 @@ export function unchangedBy(cause: string, state: string): boolean {
 export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: CaseStateCause): Promise<CaseStateRefresh | undefined> {
   const locked = (await uow.query<LockedCaseState>(lockCaseForState(caseId))).rows[0];
   if (!locked) return undefined;
-  const derived = await derive(uow, caseId, cause, locked);
+  const derived = (await derive(uow, [{ caseId, cause, locked }])).get(caseId);
   if (derived === undefined || derived.record === null) return derived?.refresh;
   const appended = await uow.appendLedger(caseId, derived.record, { lockedHead: derived.refresh.head });
   return { ...derived.refresh, appended, head: { seq: appended.seq, hash: appended.hash } };
@@ -60,7 +60,7 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
 
 /**
  * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes):
- * every case lock in one statement (case-id order), each derivation on its own, every
+ * every case lock in one statement (case-id order), every derivation in one more, every
  * `case_state` record in one statement. Same result per case as refreshCaseState one by one.
  * `held`: the heads and case rows this unit of work already locked, in that order, and what it
  * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
@@ -75,10 +75,16 @@ export async function refreshCaseStates(
   const locked = held ?? new Map((await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows.map((r) => [r.case_id, r]));
   const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: LedgerHead }[] = [];
   const pending = new Map<string, CaseStateRefresh>();
-  for (const p of [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0))) {
-    const l = locked.get(p.caseId);
-    if (!l) continue;
-    const derived = await derive(uow, p.caseId, p.cause, l);
+  const sorted = [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0));
+  const all = await derive(
+    uow,
+    sorted.flatMap((p) => {
+      const l = locked.get(p.caseId);
+      return l ? [{ caseId: p.caseId, cause: p.cause, locked: l }] : [];
+    }),
+  );
+  for (const p of sorted) {
+    const derived = all.get(p.caseId);
     if (derived === undefined) continue;
     if (derived.record === null) out.set(p.caseId, derived.refresh);
     else {
@@ -91,19 +97,38 @@ export async function refreshCaseStates(
   return out;
 }
 
+interface Derived {
+  readonly refresh: CaseStateRefresh;
+  /** The `case_state` record to append; null when the state did not change. */
+  readonly record: { kind: string; body: unknown } | null;
+}
+
 /**
- * The derivation under a case lock already held: the refresh, and the `case_state` record to
- * append when the state changed (null when it did not). The head stays the one read under the
- * lock: the derivation appends nothing.
+ * The derivation of DISTINCT cases under case locks already held, by case (an unknown case has
+ * none): a case the cause provably leaves where it is (unchangedBy) is not read again; the others
+ * are derived by one statement. The heads stay the ones read under the locks: the derivation
+ * appends nothing.
  */
-async function derive(uow: UnitOfWork, caseId: string, cause: CaseStateCause, locked: LockedCaseState): Promise<{ refresh: CaseStateRefresh; record: { kind: string; body: unknown } | null } | undefined> {
-  const head = { seq: locked.head_seq, hash: locked.head_hash };
-  if (unchangedBy(cause.cause, locked.state)) {
-    const state = locked.state as CaseState;
-    return { refresh: { from: state, to: state, reason: locked.state_reason, appended: null, head }, record: null };
+async function derive(uow: UnitOfWork, parts: readonly { caseId: string; cause: CaseStateCause; locked: LockedCaseState }[]): Promise<Map<string, Derived>> {
+  const out = new Map<string, Derived>();
+  const headOf = (l: LockedCaseState): LedgerHead => ({ seq: l.head_seq, hash: l.head_hash });
+  const asked = parts.filter((p) => {
+    if (!unchangedBy(p.cause.cause, p.locked.state)) return true;
+    const state = p.locked.state as CaseState;
+    out.set(p.caseId, { refresh: { from: state, to: state, reason: p.locked.state_reason, appended: null, head: headOf(p.locked) }, record: null });
+    return false;
+  });
+  if (asked.length === 0) return out;
+  const rows = new Map((await uow.query<CaseStateChange>(refreshStatement(asked.map((p) => p.caseId)))).rows.map((r) => [r.case_id, r]));
+  for (const p of asked) {
+    const r = rows.get(p.caseId);
+    if (r) out.set(p.caseId, changeOf(r, p.cause, headOf(p.locked)));
   }
-  const r = (await uow.query<CaseStateChange>(refreshStatement(caseId))).rows[0];
-  if (!r) return undefined;
+  return out;
+}
+
+/** A derived row as a refresh, with the `case_state` record when the state changed (pure). */
+function changeOf(r: CaseStateChange, cause: CaseStateCause, head: LedgerHead): Derived {
   const from = r.from_state as CaseState;
   const to = r.to_state as CaseState;
   const refresh = { from, to, reason: r.to_reason, appended: null, head };

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { JournalCommitter } from '../src/groupCommit.js';
 import type { TurnWrite } from '../src/journal.js';
+import { refreshCaseStates } from '../src/caseState.js';
 import { claimTask } from '../src/tasks.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
@@ -144,6 +145,41 @@ describe('ledger', () => {
       expect(c[0]!.state).toBe('parked');
       expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
     }
+  });
+
+  it('one refresh of cases in different situations derives each on its own and records only the ones that changed', async () => {
+    const [idle, finished, running] = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];
+    await t.store.unitOfWork(async (uow) => {
+      for (const s of [finished, running]) expect(await claimTask(uow, s.taskId, 'w', 30_000)).toMatchObject({ claimed: true });
+    });
+    const before = async (caseId: string) => (await t.store.readLedger(caseId)).filter((r) => r.kind === 'case_state').length;
+    const counts = await Promise.all([idle, finished, running].map((s) => before(s.caseId)));
+    const unknown = newId();
+    const out = await t.store.unitOfWork(async (uow) => {
+      await uow.query({ text: "UPDATE tasks SET state = 'done', lease_owner = NULL, lease_until = NULL WHERE id = $1::uuid", values: [finished.taskId] });
+      return refreshCaseStates(uow, [
+        { caseId: running.caseId, cause: { cause: 'task_claimed', taskId: running.taskId } },
+        { caseId: finished.caseId, cause: { cause: 'task_finished', taskId: finished.taskId } },
+        { caseId: unknown, cause: { cause: 'task_finished' } },
+        { caseId: idle.caseId, cause: { cause: 'gate_opened' } },
+      ]);
+    });
+    expect([...out.keys()].sort()).toEqual([idle.caseId, finished.caseId, running.caseId].sort());
+    expect(out.get(idle.caseId)).toMatchObject({ from: 'opened', to: 'opened', reason: null, appended: null });
+    expect(out.get(running.caseId)).toMatchObject({ from: 'running', to: 'running', appended: null });
+    expect(out.get(finished.caseId)).toMatchObject({ from: 'running', to: 'parked', reason: 'telling_customer' });
+    expect(out.get(finished.caseId)!.appended).not.toBeNull();
+    expect(await Promise.all([idle, finished, running].map((s) => before(s.caseId)))).toEqual([counts[0], counts[1]! + 1, counts[2]]);
+    const { rows } = await t.store.db.query<{ id: string; state: string; state_reason: string | null }>({
+      text: 'SELECT id, state, state_reason FROM cases WHERE id = ANY($1::uuid[])',
+      values: [[idle.caseId, finished.caseId, running.caseId]],
+    });
+    expect(Object.fromEntries(rows.map((r) => [r.id, [r.state, r.state_reason]]))).toEqual({
+      [idle.caseId]: ['opened', null],
+      [finished.caseId]: ['parked', 'telling_customer'],
+      [running.caseId]: ['running', null],
+    });
+    for (const s of [idle, finished, running]) expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
   });
 
   it('work collected for COMMIT runs once with every item, and a failing flush commits nothing', async () => {
