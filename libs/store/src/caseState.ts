@@ -7,7 +7,7 @@
  * finish and wake, gate open and decision, dispatch moves, the case stop.
  */
 import type { CaseState } from '@everdict/contracts';
-import { lockCaseForState, lockCasesForState, refreshCaseStates as refreshStatement } from './sql/caseState.js';
+import { REFRESH_SET_MIN, lockCaseForState, lockCasesForState, refreshCaseState as refreshOne, refreshCaseStates as refreshSet } from './sql/caseState.js';
 import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
 import type { LedgerHead } from './ledgerHash.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
@@ -60,8 +60,9 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
 
 /**
  * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes):
- * every case lock in one statement (case-id order), every derivation in one more, every
- * `case_state` record in one statement. Same result per case as refreshCaseState one by one.
+ * every case lock in one statement (case-id order), the derivations (in one more when there are
+ * many), every `case_state` record in one statement. Same result per case as refreshCaseState
+ * one by one.
  * `held`: the heads and case rows this unit of work already locked, in that order, and what it
  * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
  */
@@ -106,8 +107,8 @@ interface Derived {
 /**
  * The derivation of DISTINCT cases under case locks already held, by case (an unknown case has
  * none): a case the cause provably leaves where it is (unchangedBy) is not read again; the others
- * are derived by one statement. The heads stay the ones read under the locks: the derivation
- * appends nothing.
+ * are derived by one statement when they are many (REFRESH_SET_MIN), else by one each. The heads
+ * stay the ones read under the locks: the derivation appends nothing.
  */
 async function derive(uow: UnitOfWork, parts: readonly { caseId: string; cause: CaseStateCause; locked: LockedCaseState }[]): Promise<Map<string, Derived>> {
   const out = new Map<string, Derived>();
@@ -119,7 +120,12 @@ async function derive(uow: UnitOfWork, parts: readonly { caseId: string; cause: 
     return false;
   });
   if (asked.length === 0) return out;
-  const rows = new Map((await uow.query<CaseStateChange>(refreshStatement(asked.map((p) => p.caseId)))).rows.map((r) => [r.case_id, r]));
+  const rows = new Map<string, CaseStateChange>();
+  if (asked.length >= REFRESH_SET_MIN) {
+    for (const r of (await uow.query<CaseStateChange>(refreshSet(asked.map((p) => p.caseId)))).rows) rows.set(r.case_id, r);
+  } else {
+    for (const p of asked) for (const r of (await uow.query<CaseStateChange>(refreshOne(p.caseId))).rows) rows.set(r.case_id, r);
+  }
   for (const p of asked) {
     const r = rows.get(p.caseId);
     if (r) out.set(p.caseId, changeOf(r, p.cause, headOf(p.locked)));

@@ -3,6 +3,7 @@ import { newId } from '@everdict/contracts';
 import { JournalCommitter } from '../src/groupCommit.js';
 import type { TurnWrite } from '../src/journal.js';
 import { refreshCaseStates } from '../src/caseState.js';
+import { REFRESH_SET_MIN } from '../src/sql/caseState.js';
 import { claimTask } from '../src/tasks.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
@@ -147,8 +148,10 @@ describe('ledger', () => {
     }
   });
 
-  it('one refresh of cases in different situations derives each on its own and records only the ones that changed', async () => {
+  // With `padding` idle cases more, the derivation runs as one statement for all (REFRESH_SET_MIN).
+  it.each([0, REFRESH_SET_MIN])('one refresh of cases in different situations (and %i idle more) derives each on its own and records only the ones that changed', async (padding) => {
     const [idle, finished, running] = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];
+    const more = await Promise.all(Array.from({ length: padding }, () => seedCase(t.store)));
     await t.store.unitOfWork(async (uow) => {
       for (const s of [finished, running]) expect(await claimTask(uow, s.taskId, 'w', 30_000)).toMatchObject({ claimed: true });
     });
@@ -162,9 +165,11 @@ describe('ledger', () => {
         { caseId: finished.caseId, cause: { cause: 'task_finished', taskId: finished.taskId } },
         { caseId: unknown, cause: { cause: 'task_finished' } },
         { caseId: idle.caseId, cause: { cause: 'gate_opened' } },
+        ...more.map((m) => ({ caseId: m.caseId, cause: { cause: 'gate_opened' } })),
       ]);
     });
-    expect([...out.keys()].sort()).toEqual([idle.caseId, finished.caseId, running.caseId].sort());
+    expect([...out.keys()].sort()).toEqual([idle, finished, running, ...more].map((c) => c.caseId).sort());
+    for (const m of more) expect(out.get(m.caseId)).toMatchObject({ from: 'opened', to: 'opened', appended: null });
     expect(out.get(idle.caseId)).toMatchObject({ from: 'opened', to: 'opened', reason: null, appended: null });
     expect(out.get(running.caseId)).toMatchObject({ from: 'running', to: 'running', appended: null });
     expect(out.get(finished.caseId)).toMatchObject({ from: 'running', to: 'parked', reason: 'telling_customer' });

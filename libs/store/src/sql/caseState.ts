@@ -88,9 +88,102 @@ export interface CaseStateChange {
 }
 
 /**
+ * The derivation of one case (the chain c … r the header describes) for the case whose id is
+ * the SQL expression `id`: both statements below are this one text.
+ */
+function derivation(id: string): string {
+  return `c AS (SELECT id, state, state_reason, stop_mode, closed_at FROM cases WHERE id = ${id}),
+           root AS (SELECT id, state FROM tasks WHERE case_id = ${id} AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1),
+           f AS MATERIALIZED (
+             SELECT (SELECT state FROM root) AS root_state,
+                    EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = ${id} AND t.fence_epoch > 0) AS ever_ran,
+                    EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = ${id} AND (t.state = 'running' OR (t.state = 'open' AND t.fence_epoch > 0))) AS active,
+                    (SELECT t.park_reason FROM tasks t WHERE t.case_id = ${id} AND t.state = 'parked'
+                      ORDER BY (t.park_reason = 'children'), t.parked_at DESC NULLS LAST, t.id LIMIT 1) AS park_reason,
+                    (SELECT count(*)::int FROM gates g WHERE g.case_id = ${id} AND g.state = 'open') AS open_gates,
+                    (SELECT count(*)::int FROM grants g WHERE g.case_id = ${id}
+                        AND NOT EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id AND d.state IN ('settled', 'refused'))
+                        AND (g.state IN ('issued', 'reserved') OR EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id))) AS held,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                      WHERE t.case_id = ${id} AND rc.kind = 'effect' AND rc.status IN ('intent', 'unknown')) ELSE 0 END) AS in_doubt,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
+                      WHERE t.case_id = ${id} AND rc.kind = 'effect' AND rc.status IN ('failed', 'refused')
+                        AND NOT EXISTS (SELECT 1 FROM runtime_calls ok JOIN tasks ot ON ot.id = ok.task_id
+                                         WHERE ot.case_id = ${id} AND ok.kind = 'effect' AND ok.status = 'completed'
+                                           AND split_part(ok.logical_key, '#', 1) = split_part(rc.logical_key, '#', 1))) ELSE 0 END) AS not_applied,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM ledger l WHERE l.case_id = ${id} AND l.kind = 'effect_postcheck' AND l.body->>'status' <> 'holds'
+                        AND NOT EXISTS (SELECT 1 FROM ledger ok WHERE ok.case_id = ${id} AND ok.kind = 'effect_postcheck'
+                                         AND ok.body->>'status' = 'holds' AND ok.body->>'callId' = l.body->>'callId' AND ok.seq > l.seq)) ELSE 0 END) AS unasserted,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM gates g WHERE g.case_id = ${id} AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
+                        AND NOT EXISTS (SELECT 1 FROM gates g2 JOIN effect_dispatches d ON d.gate_id = g2.id JOIN runtime_calls c ON c.id = d.call_id
+                                         WHERE g2.case_id = ${id} AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) ELSE 0 END) AS unapproved,
+                    (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) ELSE 0 END) AS open_steps,
+                    (SELECT state FROM root) IN ('done', 'failed') AND EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
+           ),
+           w AS MATERIALIZED (
+             SELECT array_remove(ARRAY[
+                      CASE WHEN f.root_state = 'failed' THEN 'the root task failed' END,
+                      CASE WHEN f.in_doubt > 0 THEN f.in_doubt || ' effect outcome(s) in doubt' END,
+                      CASE WHEN f.not_applied > 0 THEN f.not_applied || ' effect(s) not applied' END,
+                      CASE WHEN f.unapproved > 0 THEN f.unapproved || ' proposed write(s) refused, rejected or lapsed and never applied' END,
+                      CASE WHEN f.unasserted > 0 THEN f.unasserted || ' effect assertion check(s) not passed' END,
+                      CASE WHEN f.open_gates > 0 THEN f.open_gates || ' gate(s) open' END,
+                      CASE WHEN f.held > 0 THEN f.held || ' approved effect(s) not settled' END,
+                      CASE WHEN f.open_steps > 0 THEN f.open_steps || ' plan step(s) not verified' END], NULL) AS why, f.*
+               FROM f
+           ),
+           d AS MATERIALIZED (
+             SELECT CASE
+                      WHEN c.closed_at IS NOT NULL THEN 'closed'
+                      WHEN c.stop_mode = 'hard' OR w.root_state = 'cancelled' THEN 'cancelled'
+                      WHEN w.root_state IS NULL OR NOT w.ever_ran THEN 'opened'
+                      WHEN w.root_state IN ('done', 'failed') AND cardinality(w.why) = 0 AND w.told THEN 'resolved'
+                      WHEN w.root_state IN ('done', 'failed') THEN 'parked'
+                      WHEN w.open_gates > 0 THEN 'at_gate'
+                      WHEN w.held > 0 THEN 'held'
+                      WHEN w.active OR w.root_state = 'open' THEN 'running'
+                      WHEN w.park_reason IS NOT NULL THEN 'parked'
+                      ELSE 'opened'
+                    END AS state,
+                    w.why, w.root_state, w.park_reason, w.active, w.open_gates, w.told
+               FROM c, w
+           ),
+           r AS (
+             SELECT d.state, d.why,
+                    CASE WHEN d.state <> 'parked' THEN NULL
+                         WHEN d.root_state IN ('done', 'failed') AND cardinality(d.why) = 0 THEN 'telling_customer'
+                         WHEN d.root_state IN ('done', 'failed') THEN 'unreconciled'
+                         ELSE d.park_reason END AS reason
+               FROM d
+           )`;
+}
+
+/** The refresh of one case: its row says what it was, what it is now and whether it changed. */
+export function refreshCaseState(caseId: string): Sql {
+  return {
+    name: 'ev_refresh_case_state',
+    text: `WITH ${derivation('$1::uuid')},
+           u AS (
+             UPDATE cases SET state = r.state, state_reason = r.reason,
+                              state_since = CASE WHEN cases.state = r.state THEN cases.state_since ELSE now() END,
+                              row_version = cases.row_version + 1, updated_at = now()
+               FROM r
+              WHERE cases.id = $1::uuid AND (cases.state, cases.state_reason) IS DISTINCT FROM (r.state, r.reason)
+          RETURNING cases.id
+           )
+           SELECT c.id AS case_id, c.state AS from_state, r.state AS to_state, c.state_reason AS from_reason, r.reason AS to_reason, r.why,
+                  EXISTS (SELECT 1 FROM u) AS changed
+             FROM c, r`,
+    values: [caseId],
+  };
+}
+
+/**
  * The refresh of several DISTINCT cases in ONE statement: the derivation runs for each case on
  * its own (LATERAL; it reads only that case's records), then one UPDATE writes every state that
- * changed. Each case's row says what it was, what it is now and whether it changed.
+ * changed. Postgres plans it anew for every execution while it holds fewer than about ten ids
+ * (its generic plan assumes ten), which costs more than that many refreshCaseState statements:
+ * callers use it for REFRESH_SET_MIN cases or more.
  */
 export function refreshCaseStates(caseIds: readonly string[]): Sql {
   return {
@@ -98,70 +191,7 @@ export function refreshCaseStates(caseIds: readonly string[]): Sql {
     text: `WITH k AS (SELECT DISTINCT unnest($1::uuid[]) AS case_id),
            x AS MATERIALIZED (
              SELECT k.case_id, y.* FROM k, LATERAL (
-               WITH c AS (SELECT id, state, state_reason, stop_mode, closed_at FROM cases WHERE id = k.case_id),
-                 root AS (SELECT id, state FROM tasks WHERE case_id = k.case_id AND parent_id IS NULL ORDER BY created_at DESC, id DESC LIMIT 1),
-                 f AS MATERIALIZED (
-                   SELECT (SELECT state FROM root) AS root_state,
-                          EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = k.case_id AND t.fence_epoch > 0) AS ever_ran,
-                          EXISTS (SELECT 1 FROM tasks t WHERE t.case_id = k.case_id AND (t.state = 'running' OR (t.state = 'open' AND t.fence_epoch > 0))) AS active,
-                          (SELECT t.park_reason FROM tasks t WHERE t.case_id = k.case_id AND t.state = 'parked'
-                            ORDER BY (t.park_reason = 'children'), t.parked_at DESC NULLS LAST, t.id LIMIT 1) AS park_reason,
-                          (SELECT count(*)::int FROM gates g WHERE g.case_id = k.case_id AND g.state = 'open') AS open_gates,
-                          (SELECT count(*)::int FROM grants g WHERE g.case_id = k.case_id
-                              AND NOT EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id AND d.state IN ('settled', 'refused'))
-                              AND (g.state IN ('issued', 'reserved') OR EXISTS (SELECT 1 FROM effect_dispatches d WHERE d.grant_id = g.id))) AS held,
-                          (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
-                            WHERE t.case_id = k.case_id AND rc.kind = 'effect' AND rc.status IN ('intent', 'unknown')) ELSE 0 END) AS in_doubt,
-                          (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM runtime_calls rc JOIN tasks t ON t.id = rc.task_id
-                            WHERE t.case_id = k.case_id AND rc.kind = 'effect' AND rc.status IN ('failed', 'refused')
-                              AND NOT EXISTS (SELECT 1 FROM runtime_calls ok JOIN tasks ot ON ot.id = ok.task_id
-                                               WHERE ot.case_id = k.case_id AND ok.kind = 'effect' AND ok.status = 'completed'
-                                                 AND split_part(ok.logical_key, '#', 1) = split_part(rc.logical_key, '#', 1))) ELSE 0 END) AS not_applied,
-                          (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM ledger l WHERE l.case_id = k.case_id AND l.kind = 'effect_postcheck' AND l.body->>'status' <> 'holds'
-                              AND NOT EXISTS (SELECT 1 FROM ledger ok WHERE ok.case_id = k.case_id AND ok.kind = 'effect_postcheck'
-                                               AND ok.body->>'status' = 'holds' AND ok.body->>'callId' = l.body->>'callId' AND ok.seq > l.seq)) ELSE 0 END) AS unasserted,
-                          (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM gates g WHERE g.case_id = k.case_id AND g.mutation_key IS NOT NULL AND g.state IN ('rejected', 'expired', 'revoked')
-                              AND NOT EXISTS (SELECT 1 FROM gates g2 JOIN effect_dispatches d ON d.gate_id = g2.id JOIN runtime_calls c ON c.id = d.call_id
-                                               WHERE g2.case_id = k.case_id AND g2.mutation_key = g.mutation_key AND c.status = 'completed')) ELSE 0 END) AS unapproved,
-                          (CASE WHEN (SELECT state FROM root) IN ('done', 'failed') THEN (SELECT count(*)::int FROM plan_steps s WHERE s.task_id = (SELECT id FROM root) AND s.status NOT IN ('done', 'dropped')) ELSE 0 END) AS open_steps,
-                          (SELECT state FROM root) IN ('done', 'failed') AND EXISTS (SELECT 1 FROM customer_notifications n WHERE n.root_task_id = (SELECT id FROM root)) AS told
-                 ),
-                 w AS MATERIALIZED (
-                   SELECT array_remove(ARRAY[
-                            CASE WHEN f.root_state = 'failed' THEN 'the root task failed' END,
-                            CASE WHEN f.in_doubt > 0 THEN f.in_doubt || ' effect outcome(s) in doubt' END,
-                            CASE WHEN f.not_applied > 0 THEN f.not_applied || ' effect(s) not applied' END,
-                            CASE WHEN f.unapproved > 0 THEN f.unapproved || ' proposed write(s) refused, rejected or lapsed and never applied' END,
-                            CASE WHEN f.unasserted > 0 THEN f.unasserted || ' effect assertion check(s) not passed' END,
-                            CASE WHEN f.open_gates > 0 THEN f.open_gates || ' gate(s) open' END,
-                            CASE WHEN f.held > 0 THEN f.held || ' approved effect(s) not settled' END,
-                            CASE WHEN f.open_steps > 0 THEN f.open_steps || ' plan step(s) not verified' END], NULL) AS why, f.*
-                     FROM f
-                 ),
-                 d AS MATERIALIZED (
-                   SELECT CASE
-                            WHEN c.closed_at IS NOT NULL THEN 'closed'
-                            WHEN c.stop_mode = 'hard' OR w.root_state = 'cancelled' THEN 'cancelled'
-                            WHEN w.root_state IS NULL OR NOT w.ever_ran THEN 'opened'
-                            WHEN w.root_state IN ('done', 'failed') AND cardinality(w.why) = 0 AND w.told THEN 'resolved'
-                            WHEN w.root_state IN ('done', 'failed') THEN 'parked'
-                            WHEN w.open_gates > 0 THEN 'at_gate'
-                            WHEN w.held > 0 THEN 'held'
-                            WHEN w.active OR w.root_state = 'open' THEN 'running'
-                            WHEN w.park_reason IS NOT NULL THEN 'parked'
-                            ELSE 'opened'
-                          END AS state,
-                          w.why, w.root_state, w.park_reason, w.active, w.open_gates, w.told
-                     FROM c, w
-                 ),
-                 r AS (
-                   SELECT d.state, d.why,
-                          CASE WHEN d.state <> 'parked' THEN NULL
-                               WHEN d.root_state IN ('done', 'failed') AND cardinality(d.why) = 0 THEN 'telling_customer'
-                               WHEN d.root_state IN ('done', 'failed') THEN 'unreconciled'
-                               ELSE d.park_reason END AS reason
-                     FROM d
-                 )
+               WITH ${derivation('k.case_id')}
                SELECT c.state AS from_state, r.state AS to_state, c.state_reason AS from_reason, r.reason AS to_reason, r.why
                  FROM c, r
              ) y
@@ -171,7 +201,8 @@ export function refreshCaseStates(caseIds: readonly string[]): Sql {
                               state_since = CASE WHEN cases.state = x.to_state THEN cases.state_since ELSE now() END,
                               row_version = cases.row_version + 1, updated_at = now()
                FROM x
-              WHERE cases.id = x.case_id AND (cases.state, cases.state_reason) IS DISTINCT FROM (x.to_state, x.to_reason)
+              -- The ANY lets the planner probe cases by primary key rather than join x to the whole table.
+              WHERE cases.id = ANY($1::uuid[]) AND cases.id = x.case_id AND (cases.state, cases.state_reason) IS DISTINCT FROM (x.to_state, x.to_reason)
           RETURNING cases.id
            )
            SELECT x.case_id, x.from_state, x.to_state, x.from_reason, x.to_reason, x.why,
@@ -180,3 +211,6 @@ export function refreshCaseStates(caseIds: readonly string[]): Sql {
     values: [[...caseIds]],
   };
 }
+
+/** The fewest cases refreshCaseStates is used for (below, one refreshCaseState each; measured on this schema). */
+export const REFRESH_SET_MIN = 10;
