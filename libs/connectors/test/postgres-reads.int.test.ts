@@ -91,7 +91,8 @@ async function estateState(): Promise<unknown> {
     accounts: await q('SELECT id, region FROM accounts ORDER BY id'),
     notes: await q('SELECT count(*)::int AS n FROM secrets'),
     sequence: await q('SELECT last_value, is_called FROM order_ids'),
-    advisoryLocks: await q("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory'"),
+    // pg_locks is the whole cluster's: only this target's database counts (other suites' migrations take advisory locks in theirs).
+    advisoryLocks: await q("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
     copies: await q("SELECT count(*)::int AS n FROM pg_class WHERE relname = 'accounts_copy'"),
   };
 }
