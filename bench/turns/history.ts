@@ -23,12 +23,12 @@
  *    "bytes_per_turn_last10","cpu_ms_per_turn_first10","cpu_ms_per_turn_last10","bytes_per_agent"}
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { canonicalJson } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
+import { processCpuMs } from '@everdict/testkit';
 import { sendRunnable } from '../../services/turn-worker/src/envelopes.js';
 
 export interface HistoryEnv {
@@ -114,12 +114,6 @@ interface Sample {
   readonly cpuMs: number;
 }
 
-/** A process's CPU time (user + system) from /proc, in ms. */
-function cpuMsOf(pid: number | undefined, tickHz: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / tickHz;
-}
-
 /** The sampled series' value at `turns` checkpointed turns (linear between the samples around it). */
 function at(samples: readonly Sample[], turns: number, of: (s: Sample) => number): number {
   const after = samples.findIndex((s) => s.turns >= turns);
@@ -134,7 +128,6 @@ export async function runHistory(deps: HistoryDeps): Promise<Record<string, unkn
   const env = await deps.environment('history', historyConfig);
   const workerEnv = { DATABASE_URL: env.dbUrl, AMQP_URL: deps.amqpUrl, EVERDICT_CONFIG: join(env.dir, 'fleet.json'), EVERDICT_AMQP_PREFIX: env.prefix };
   const worker = await deps.startWorker(env.dir, workerEnv, 'history-w0');
-  const tickHz = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
   const sizeAndTurns = {
     name: 'bench_history_sample',
     text: `SELECT (SELECT count(*)::int FROM turn_checkpoints) AS checkpoints,
@@ -143,7 +136,7 @@ export async function runHistory(deps: HistoryDeps): Promise<Record<string, unkn
   };
   const read = async () => {
     const { rows } = await env.store.db.query<{ checkpoints: number; bytes: string }>(sizeAndTurns);
-    return { checkpoints: rows[0]!.checkpoints, bytes: Number(rows[0]!.bytes), cpuMs: cpuMsOf(worker.proc.pid, tickHz) };
+    return { checkpoints: rows[0]!.checkpoints, bytes: Number(rows[0]!.bytes), cpuMs: processCpuMs(worker.proc.pid!) ?? NaN };
   };
   const until = async (checkpoints: number, onSample?: (s: Awaited<ReturnType<typeof read>>) => void) => {
     for (;;) {

@@ -42,7 +42,7 @@ import { deleteTopology, loadTopology } from '@everdict/bus';
 import { LEDGER_GENESIS, OUTBOX_CHANNEL, Store, createPgDb, migrate } from '@everdict/store';
 import type { Sql } from '@everdict/store';
 import { outboxRow } from '../../services/turn-worker/src/envelopes.js';
-import { everdictStartArgs, freePort } from '@everdict/testkit';
+import { backendCpu, everdictStartArgs, freePort } from '@everdict/testkit';
 import { runHistory } from './history.js';
 
 const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
@@ -268,30 +268,6 @@ function arrivalStatement(i: number): Sql {
 }
 
 /**
- * Postgres CPU spent for one database: every backend connected to it is sampled from /proc
- * (a local server only), keeping each backend's highest utime+stime.
- */
-function pgCpuSampler(store: Store, dbName: string): { sample(): Promise<void>; seconds(): number } {
-  const seen = new Map<number, number>();
-  const tick = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-  return {
-    async sample() {
-      const { rows } = await store.db.query<{ pid: number }>({ text: 'SELECT pid FROM pg_stat_activity WHERE datname = $1', values: [dbName] });
-      for (const { pid } of rows) {
-        try {
-          const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-          const t = Number(f[11]) + Number(f[12]);
-          if (t > (seen.get(pid) ?? 0)) seen.set(pid, t);
-        } catch {
-          // not local, or gone
-        }
-      }
-    },
-    seconds: () => [...seen.values()].reduce((a, b) => a + b, 0) / tick,
-  };
-}
-
-/**
  * Flushes the server's dirty pages (CHECKPOINT) before a measured clock starts, so a phase (ours
  * or the peers') does not pay for the writes of the one before it: the checkpointer spreads a
  * flush over minutes, and on 2 cores it competes with what is measured (seen: half-load p99
@@ -330,7 +306,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
   let maxActive = 0;
   let rssAtMaxActive = 0;
   let heapAtMaxActive = 0;
-  const pgCpu = pgCpuSampler(env.store, env.dbName);
+  const pgCpu = backendCpu(env.store.db, env.dbName);
   // RSS is read from /proc every tick (it costs the worker nothing); /metrics (active tasks, heap)
   // only every 4th: rendering it blocks the worker's event loop for several ms, which would land
   // in the very overhead figures this phase measures. The half-load phase measures latency
@@ -339,7 +315,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
   let ticks = 0;
   const seen = new Map<Worker, { active: number; heap: number }>();
   const tick = async () => {
-    await pgCpu.sample();
+    await pgCpu.take();
     const scrapeNow = ticks++ % scrapeEvery === 0;
     for (const w of workers) {
       if (scrapeNow) {
@@ -370,8 +346,8 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
     w.startCpu = await scrape(w.port, 'process_cpu_seconds_total');
     w.start = { commits: await scrape(w.port, 'everdict_turn_commits_total'), statements: await scrape(w.port, 'everdict_journal_statements'), allCommits: await commitsOf(w.port) };
   }
-  await pgCpu.sample();
-  const pgStart = pgCpu.seconds();
+  await pgCpu.take();
+  const pgStart = pgCpu.ms();
   const perSecond = mode === 'half' && peakTurnsPerS ? (0.5 * peakTurnsPerS) / (TURNS + 1) : undefined;
   const t0 = await openAgents(env.store, AGENTS, { atOnce: mode !== 'half', ...(perSecond ? { perSecond } : {}) });
   await waitDone(env.store, AGENTS + warmup, workers, tick);
@@ -405,7 +381,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
     // them) plus units of work (claims, parks, finishes, sweeps):
     db_commits_per_turn: +((statements + allCommits) / checkpointed).toFixed(2),
     worker_cpu_ms_per_turn: +((cpuSeconds * 1000) / checkpointed).toFixed(3),
-    postgres_cpu_ms_per_turn: +(((pgCpu.seconds() - pgStart) * 1000) / checkpointed).toFixed(3),
+    postgres_cpu_ms_per_turn: +((pgCpu.ms() - pgStart) / checkpointed).toFixed(3),
     overhead_p50_ms: +(pct(samples, 50) * 1000).toFixed(2),
     overhead_p99_ms: +(pct(samples, 99) * 1000).toFixed(2),
     max_active_tasks_per_worker: maxActive,

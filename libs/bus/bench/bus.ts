@@ -18,6 +18,12 @@
  * the rate of the whole pipeline from the first commit to the last state transition. Real
  * Postgres (synchronous_commit on) and real RabbitMQ (quorum queues), own database and prefix.
  *
+ * Each mode also reports the CPU it cost per message: Postgres's (its backends for this database,
+ * from /proc, so the server must be local) and this process's (producers, relay, consumers), and
+ * the overhead line compares their sum (`cpu_overhead_pct`, the lowest per-message cost of the
+ * rounds). On a shared 2-core machine the rate swings by ±10 % from run to run; CPU per message
+ * moves far less, so it tells whether a change made the inbox cheaper.
+ *
  *   node --conditions=source --import tsx libs/bus/bench/bus.ts
  *
  * Env: MESSAGES (default 20000 per mode), ROUNDS (default 1; modes alternate, best round kept),
@@ -28,7 +34,7 @@
 import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { TEST_AMQP_URL, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, backendCpu, freshDatabase } from '@everdict/testkit';
 import { connectAmqp } from '../src/amqp.js';
 import type { MessageHandler, MessageHandlers } from '../src/consumer.js';
 import { InboxConsumer } from '../src/consumer.js';
@@ -58,6 +64,12 @@ const BATCHES = (process.env['BATCHES'] ?? '1,64').split(',').map(Number);
 if (BATCHES.some((b) => !Number.isInteger(b) || b < 1)) throw new Error('BATCHES must be positive integers, comma separated');
 
 type Mode = 'inbox_dedup' | 'no_inbox';
+/** One mode's run: messages per second, and CPU microseconds per message (Postgres, this process). */
+interface Measured {
+  readonly rate: number;
+  readonly pgCpuUs: number;
+  readonly nodeCpuUs: number;
+}
 type Shape = 'update' | 'turn';
 
 async function main(): Promise<void> {
@@ -79,17 +91,48 @@ async function main(): Promise<void> {
     await runMode('inbox_dedup', 'update', Math.min(2_000, MESSAGES), 1); // warm-up: JIT, prepared statements, queue leaders
     for (const shape of shapes) {
       for (const batch of BATCHES) {
-        const results: Record<Mode, number[]> = { inbox_dedup: [], no_inbox: [] };
+        const results: Record<Mode, Measured[]> = { inbox_dedup: [], no_inbox: [] };
         for (let r = 0; r < ROUNDS; r++) {
           for (const mode of ['inbox_dedup', 'no_inbox'] as const) {
-            const rate = await runMode(mode, shape, MESSAGES, batch);
-            results[mode].push(rate);
-            console.log(JSON.stringify({ system: 'everdict-bus', mode, handler: shape, batch, round: r + 1, messages: MESSAGES, msg_per_s: Math.round(rate), prefetch: PREFETCH, consumers: CONSUMERS, pool: POOL, relay_batch: RELAY_BATCH }));
+            const m = await runMode(mode, shape, MESSAGES, batch);
+            results[mode].push(m);
+            console.log(
+              JSON.stringify({
+                system: 'everdict-bus',
+                mode,
+                handler: shape,
+                batch,
+                round: r + 1,
+                messages: MESSAGES,
+                msg_per_s: Math.round(m.rate),
+                pg_cpu_us_per_msg: Math.round(m.pgCpuUs),
+                node_cpu_us_per_msg: Math.round(m.nodeCpuUs),
+                prefetch: PREFETCH,
+                consumers: CONSUMERS,
+                pool: POOL,
+                relay_batch: RELAY_BATCH,
+              }),
+            );
           }
         }
-        const best = (m: Mode) => Math.max(...results[m]);
+        const best = (m: Mode) => Math.max(...results[m].map((x) => x.rate));
+        const cheapest = (m: Mode) => Math.min(...results[m].map((x) => x.pgCpuUs + x.nodeCpuUs));
         const overhead = (1 - best('inbox_dedup') / best('no_inbox')) * 100;
-        console.log(JSON.stringify({ system: 'everdict-bus', metric: 'dedup_overhead_pct', handler: shape, batch, value: Math.round(overhead * 10) / 10, inbox_dedup_msg_per_s: Math.round(best('inbox_dedup')), no_inbox_msg_per_s: Math.round(best('no_inbox')) }));
+        const cpuOverhead = (cheapest('inbox_dedup') / cheapest('no_inbox') - 1) * 100;
+        console.log(
+          JSON.stringify({
+            system: 'everdict-bus',
+            metric: 'dedup_overhead_pct',
+            handler: shape,
+            batch,
+            value: Math.round(overhead * 10) / 10,
+            inbox_dedup_msg_per_s: Math.round(best('inbox_dedup')),
+            no_inbox_msg_per_s: Math.round(best('no_inbox')),
+            cpu_overhead_pct: Math.round(cpuOverhead * 10) / 10,
+            inbox_dedup_cpu_us_per_msg: Math.round(cheapest('inbox_dedup')),
+            no_inbox_cpu_us_per_msg: Math.round(cheapest('no_inbox')),
+          }),
+        );
       }
     }
   } finally {
@@ -101,7 +144,7 @@ async function main(): Promise<void> {
     await dbInfo.drop();
   }
 
-  async function runMode(mode: Mode, shape: Shape, n: number, batchSize: number): Promise<number> {
+  async function runMode(mode: Mode, shape: Shape, n: number, batchSize: number): Promise<Measured> {
     let applied = 0;
     let finish: () => void = () => {};
     const done = new Promise<void>((resolve) => (finish = resolve));
@@ -148,6 +191,9 @@ async function main(): Promise<void> {
       return { env, body: encodeEnvelope(env) };
     });
 
+    const pgCpu = backendCpu(db, dbInfo.name);
+    await pgCpu.take();
+    const nodeCpu = process.cpuUsage();
     const started = performance.now();
     let next = 0;
     const produce = async () => {
@@ -163,12 +209,14 @@ async function main(): Promise<void> {
     const produced = performance.now();
     await done;
     const seconds = (performance.now() - started) / 1000;
+    const { user, system } = process.cpuUsage(nodeCpu);
+    await pgCpu.take();
     process.stderr.write(`${mode}/${shape}/batch ${batchSize}: ${n} messages, producers done in ${((produced - started) / 1000).toFixed(2)} s, end-to-end ${seconds.toFixed(2)} s\n`);
 
     await relay.stop();
     for (const c of consumers) await c.stop();
     await cleanup(db);
-    return n / seconds;
+    return { rate: n / seconds, pgCpuUs: (pgCpu.ms() * 1000) / n, nodeCpuUs: (user + system) / n };
   }
 }
 

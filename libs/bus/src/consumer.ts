@@ -348,13 +348,7 @@ export class InboxConsumer {
     const service = this.opts.service;
     const committed: (() => void)[] = [];
     const ctx: HandlerContext = { ...base, afterCommit: (fn) => void committed.push(fn) };
-    const result = await this.opts.store.unitOfWork(async (uow): Promise<UnitResult> => {
-      if (!this.opts.unsafeSkipInbox) {
-        // The inbox insert comes first: a concurrent redelivery blocks on its key until we commit.
-        const check = await uow.checkInbox(service, env.id, env.payloadHash, env.type, 'applied');
-        if (check.kind === 'duplicate') return { kind: 'duplicate', disposition: check.disposition };
-        if (check.kind === 'conflict') return { kind: 'conflict', storedHash: check.storedHash };
-      }
+    const work = async (uow: UnitOfWork): Promise<UnitResult> => {
       const outcome = (await handler(env, uow, ctx)) ?? 'applied';
       if (isRefused(outcome)) {
         if (!this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'refused');
@@ -363,7 +357,16 @@ export class InboxConsumer {
       }
       if (outcome === 'ignored' && !this.opts.unsafeSkipInbox) await uow.setInboxDisposition(service, env.id, 'ignored');
       return { kind: outcome };
-    });
+    };
+    let result: UnitResult;
+    if (this.opts.unsafeSkipInbox) result = await this.opts.store.unitOfWork(work);
+    else {
+      // The inbox row is the unit of work's first statement: a concurrent redelivery blocks on
+      // its key until we commit, then settles as a duplicate without running the handler.
+      const done = await this.opts.store.unitOfWorkOnInbox({ consumer: service, messageId: env.id, payloadHash: env.payloadHash, type: env.type, disposition: 'applied' }, work);
+      if (done.kind !== 'new') return done;
+      result = done.value;
+    }
     for (const fn of committed) fn();
     return result;
   }

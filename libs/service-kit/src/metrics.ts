@@ -24,7 +24,8 @@ export interface BusMetrics {
 
 export interface StoreMetrics {
   staleFence(operation: string): void;
-  transaction(outcome: 'commit' | 'rollback', seconds: number): void;
+  /** A unit of work's end; 'duplicate': one on a delivery recorded already, rolled back having written nothing. */
+  transaction(outcome: 'commit' | 'rollback' | 'duplicate', seconds: number): void;
 }
 
 export const noopBusMetrics: BusMetrics = Object.freeze({

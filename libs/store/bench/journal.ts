@@ -13,9 +13,8 @@
  *
  * Env: TASKS (1000), TURNS (3), BATCH (comma list, default "1,4"), ROUNDS (2), TEST_DATABASE_URL.
  */
-import { readFileSync } from 'node:fs';
 import { newId } from '@everdict/contracts';
-import { freshDatabase } from '@everdict/testkit';
+import { freshDatabase, processCpuMs } from '@everdict/testkit';
 import { journalItem, newPaper } from '../src/journal.js';
 import type { TurnWrite } from '../src/journal.js';
 import type { LedgerHead } from '../src/ledgerHash.js';
@@ -105,11 +104,7 @@ async function round(batch: number): Promise<Record<string, unknown>> {
   }
   const { rows } = await db.query<{ pid: number }>({ text: 'SELECT pg_backend_pid() AS pid' });
   const pid = rows[0]!.pid;
-  const cpuMs = () => {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // clock ticks (USER_HZ = 100)
-  };
+  const cpuMs = () => processCpuMs(pid) ?? NaN;
 
   const lat: number[] = [];
   let writes = 0;

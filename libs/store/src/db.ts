@@ -10,6 +10,24 @@ export interface Sql {
   readonly values?: readonly unknown[];
   /** Name for a server-side prepared statement on hot paths (ignored by ports without it). */
   readonly name?: string;
+  /**
+   * A parameterless statement (`text`, values inline) that may instead run as EXECUTE of a
+   * statement prepared once per session: the server then parses and plans only the EXECUTE,
+   * while the statement still travels in one simple-protocol round trip (e.g. with BEGIN).
+   * Only builders whose inline values all have closed, validated shapes set it. Ports without
+   * session statements run `text`; both forms must do the same.
+   */
+  readonly sessionPrepared?: SessionPrepared;
+}
+
+/** A session-level prepared statement and one EXECUTE of it (see Sql.sessionPrepared). */
+export interface SessionPrepared {
+  /** Statement name, unique per text: `ev_` and lower-case. */
+  readonly name: string;
+  /** The `PREPARE name (types) AS …` text, run once per connection outside any transaction. */
+  readonly prepare: string;
+  /** The `EXECUTE name (literals…)` text. */
+  readonly execute: string;
 }
 
 export interface QueryResult<R> {

@@ -4,13 +4,18 @@
  * ones their handlers ignored. Each delivery's handler runs in the same transaction, so inbox
  * rows, state changes and outbox rows of the whole batch commit together or not at all.
  *
+ * Unlike the single insert (a plain INSERT whose key violation rolls its unit of work back), the
+ * batch's insert skips rows recorded already (ON CONFLICT DO NOTHING): one redelivery must not
+ * cost the rest of its batch their unit of work.
+ *
  * The insert carries inline literals — every value has a closed, validated shape (uuid, sha256
  * digest, our own service and type names), exactly as `insertInbox` renders a single one — so
- * the store sends it in the same round trip as BEGIN. A delivery whose values do not all have
+ * the store sends it in the same round trip as BEGIN, on Postgres as EXECUTE of a statement the
+ * session prepared once. A delivery whose values do not all have
  * those shapes is not batched (`inlinable` says so); nothing free-form is ever inlined.
  */
 import type { InboxDisposition } from '@everdict/contracts';
-import { inlinableInboxRow } from './sql/inbox.js';
+import { inlinableInboxRow, insertInboxBatch } from './sql/inbox.js';
 import type { UnitOfWork } from './unitOfWork.js';
 
 interface InboxBatchItem {
@@ -28,22 +33,15 @@ export function inlinable(consumer: string, item: InboxBatchItem): boolean {
  * Inserts the inbox rows of `items` (distinct message ids, all `inlinable`) with disposition
  * 'applied'; returns the ids that are NEW. An id already recorded (a redelivery, or a different
  * payload under a known id) is not inserted: the caller settles it alone, after this unit of
- * work, through `UnitOfWork.checkInbox`, which tells a duplicate from a conflict. A concurrent
+ * work, through `Store.unitOfWorkOnInbox`, which tells a duplicate from a conflict. A concurrent
  * unit of work recording the same id makes this statement wait for it, as the single insert does.
  */
 export async function recordInboxBatch(uow: UnitOfWork, consumer: string, items: readonly InboxBatchItem[]): Promise<Set<string>> {
   if (items.length === 0) return new Set();
-  for (const it of items) if (!inlinable(consumer, it)) throw new Error(`inbox row of ${it.messageId} cannot be batched`);
   // Rows go in message-id order: two batches holding some of the same ids then wait for each
   // other in one order and never deadlock (a redelivery can land in a batch beside the first).
   const sorted = [...items].sort((a, b) => (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0));
-  const rows = sorted.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(',\n                    ');
-  const { rows: fresh } = await uow.query<{ message_id: string }>({
-    text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-             VALUES ${rows}
-             ON CONFLICT (consumer, message_id) DO NOTHING
-             RETURNING message_id`,
-  });
+  const { rows: fresh } = await uow.query<{ message_id: string }>(insertInboxBatch(consumer, sorted));
   return new Set(fresh.map((r) => r.message_id));
 }
 

@@ -4,7 +4,8 @@
  */
 export interface StoreMetrics {
   staleFence(operation: string): void;
-  transaction(outcome: 'commit' | 'rollback', seconds: number): void;
+  /** A unit of work's end; 'duplicate': one on a delivery recorded already, rolled back having written nothing. */
+  transaction(outcome: 'commit' | 'rollback' | 'duplicate', seconds: number): void;
 }
 
 export const noopStoreMetrics: StoreMetrics = {

@@ -5,7 +5,7 @@
  */
 import pg from 'pg';
 import { jitteredBackoffMs } from '@everdict/contracts';
-import type { Db, QueryResult, Queryable, Sql } from './db.js';
+import type { Db, QueryResult, Queryable, SessionPrepared, Sql } from './db.js';
 import { DatabaseUnavailable, translateDbError } from './errors.js';
 
 // Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
@@ -31,6 +31,34 @@ function asQueryable(client: pg.PoolClient | pg.Pool): Queryable {
       }
     },
   };
+}
+
+/**
+ * The session-prepared statements (Sql.sessionPrepared) each pooled connection holds. A client
+ * object lives exactly as long as its connection, so a reconnect starts with none.
+ */
+const sessionStatements = new WeakMap<pg.PoolClient, Set<string>>();
+
+/**
+ * Prepares `s` on `client` unless it already holds it. Runs outside any transaction (a PREPARE
+ * is session state, not part of a unit of work that may roll back); once per connection.
+ */
+async function prepareOnSession(client: pg.PoolClient, s: SessionPrepared): Promise<void> {
+  let held = sessionStatements.get(client);
+  if (held === undefined) sessionStatements.set(client, (held = new Set()));
+  if (held.has(s.name)) return;
+  try {
+    await client.query(s.prepare);
+  } catch (err) {
+    throw translateDbError(err);
+  }
+  held.add(s.name);
+}
+
+/** The text to send for a parameterless statement: its EXECUTE where the session holds it. */
+function sessionText(client: pg.PoolClient, q: Sql): string {
+  const s = q.sessionPrepared;
+  return s !== undefined && sessionStatements.get(client)?.has(s.name) === true ? s.execute : q.text;
 }
 
 export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db {
@@ -95,11 +123,14 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
         async query<R>(q: Sql): Promise<QueryResult<R>> {
           const down = gone();
           if (down) throw down;
-          if (begun) return inner.query<R>(q);
+          // Inside the transaction a statement is never prepared (PREPARE is session state),
+          // only executed where the session already holds it.
+          if (begun) return inner.query<R>(q.sessionPrepared === undefined || (q.values?.length ?? 0) > 0 ? q : { text: sessionText(client, q) });
           begun = true;
           if ((q.values?.length ?? 0) === 0 && q.name === undefined) {
+            if (q.sessionPrepared !== undefined) await prepareOnSession(client, q.sessionPrepared);
             try {
-              const results = (await client.query(`BEGIN; ${q.text}`)) as unknown as pg.QueryResult[];
+              const results = (await client.query(`BEGIN; ${sessionText(client, q)}`)) as unknown as pg.QueryResult[];
               const last = results[results.length - 1]!;
               return { rows: last.rows as R[], rowCount: last.rowCount ?? 0 };
             } catch (err) {

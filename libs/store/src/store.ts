@@ -4,19 +4,41 @@
  * and wakes are the task family's (tasks.ts); its fenced transition is the unit of work's.
  */
 import { sha256Hex } from '@everdict/contracts';
+import type { InboxDisposition } from '@everdict/contracts';
 import type { Db } from './db.js';
-import { PaperCorrupt, PaperMissing } from './errors.js';
+import { DuplicateKey, PaperCorrupt, PaperMissing } from './errors.js';
 import { verifyCaseLedger } from './ledgerVerify.js';
 import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { noopStoreMetrics } from './metrics.js';
-import { insertDeadLetter } from './sql/inbox.js';
+import { INBOX_KEY, insertDeadLetter, insertInbox, selectInbox } from './sql/inbox.js';
 import { selectLedger } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
 import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
 import type { OutboxRow } from './sql/outbox.js';
 import { selectPaperRevision } from './sql/papers.js';
 import { UnitOfWork } from './unitOfWork.js';
+
+/** One delivery's inbox row (its first disposition is usually 'applied'). */
+export interface InboxRow {
+  readonly consumer: string;
+  readonly messageId: string;
+  readonly payloadHash: string;
+  readonly type: string;
+  readonly disposition: InboxDisposition;
+}
+
+/** What became of a unit of work on a delivery's inbox row (Store.unitOfWorkOnInbox). */
+export type InboxOutcome<T> =
+  | { readonly kind: 'new'; readonly value: T }
+  | { readonly kind: 'duplicate'; readonly disposition: InboxDisposition }
+  | { readonly kind: 'conflict'; readonly storedHash: string };
+
+/** The inbox insert failed on its key: the delivery is recorded already. */
+const isInboxDuplicate = (err: unknown): boolean => err instanceof DuplicateKey && err.details['constraint'] === INBOX_KEY;
+
+/** Attempts when the recorded row vanishes between the failed insert and its read (retention). */
+const INBOX_ATTEMPTS = 3;
 
 interface StoreOptions {
   metrics?: StoreMetrics;
@@ -29,8 +51,13 @@ export class Store {
     this.metrics = opts.metrics ?? noopStoreMetrics;
   }
 
-  /** The only way to open a transaction. Handlers must not call the broker in here. */
-  async unitOfWork<T>(fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
+  /** The way to open a transaction (a consumer's: unitOfWorkOnInbox). Handlers must not call the broker in here. */
+  unitOfWork<T>(fn: (uow: UnitOfWork) => Promise<T>): Promise<T> {
+    return this.transact(fn);
+  }
+
+  /** A unit of work; a failure `recordedAlready` recognises is counted as 'duplicate', not 'rollback'. */
+  private async transact<T>(fn: (uow: UnitOfWork) => Promise<T>, recordedAlready?: (err: unknown) => boolean): Promise<T> {
     const started = performance.now();
     try {
       const result = await this.db.transaction(async (tx) => {
@@ -42,8 +69,33 @@ export class Store {
       this.metrics.transaction('commit', (performance.now() - started) / 1000);
       return result;
     } catch (err) {
-      this.metrics.transaction('rollback', (performance.now() - started) / 1000);
+      this.metrics.transaction(recordedAlready?.(err) === true ? 'duplicate' : 'rollback', (performance.now() - started) / 1000);
       throw err;
+    }
+  }
+
+  /**
+   * A unit of work that first records a delivery in the inbox, then runs `fn`: first writer
+   * wins. The insert is the unit of work's first statement and a plain INSERT; a delivery
+   * recorded already fails it on the inbox key, the unit of work (which has written nothing
+   * else) rolls back, and the recorded row decides: the same payload hash is a duplicate with
+   * the prior disposition, another hash a conflict the caller must refuse. A concurrent unit of
+   * work recording the same delivery makes the insert wait for its COMMIT or ROLLBACK.
+   */
+  async unitOfWorkOnInbox<T>(row: InboxRow, fn: (uow: UnitOfWork) => Promise<T>): Promise<InboxOutcome<T>> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const value = await this.transact(async (uow) => {
+          await uow.query(insertInbox(row.consumer, row.messageId, row.payloadHash, row.type, row.disposition));
+          return fn(uow);
+        }, isInboxDuplicate);
+        return { kind: 'new', value };
+      } catch (err) {
+        if (!isInboxDuplicate(err)) throw err;
+      }
+      const prior = (await this.db.query<{ payload_hash: string; disposition: InboxDisposition }>(selectInbox(row.consumer, row.messageId))).rows[0];
+      if (prior !== undefined) return prior.payload_hash === row.payloadHash ? { kind: 'duplicate', disposition: prior.disposition } : { kind: 'conflict', storedHash: prior.payload_hash };
+      if (attempt >= INBOX_ATTEMPTS) throw new Error(`inbox row of ${row.messageId} for ${row.consumer} conflicted but could not be read in ${INBOX_ATTEMPTS} attempts`);
     }
   }
 

@@ -12,7 +12,7 @@ import type { LedgerHead } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { insertCase, selectCaseByOrigin } from './sql/cases.js';
 import { lockHeldFence } from './sql/journal.js';
-import { insertInbox, selectInbox, updateInboxDisposition } from './sql/inbox.js';
+import { updateInboxDisposition } from './sql/inbox.js';
 import { appendLedgerRecord, appendLedgerRecords, insertLedgerGenesis, lockLedgerHeadForAppend } from './sql/ledger.js';
 import type { LedgerAppendResult, LedgerHeadForAppend } from './sql/ledger.js';
 import { insertOutbox, notifyOutbox } from './sql/outbox.js';
@@ -26,11 +26,6 @@ export interface FenceToken {
   readonly owner: string;
   readonly epoch: number;
 }
-
-type InboxCheck =
-  | { kind: 'new' }
-  | { kind: 'duplicate'; disposition: InboxDisposition }
-  | { kind: 'conflict'; storedHash: string };
 
 /** The envelope fields the outbox needs; the body is the exact bytes to publish. */
 interface OutgoingMessage {
@@ -159,20 +154,6 @@ export class UnitOfWork {
       await this.tx.query(notifyOutbox());
       this.notified = true;
     }
-  }
-
-  /**
-   * Records a delivery for `consumer`. First writer wins; a redelivery with the same hash gets
-   * the prior disposition, a different hash is a conflict the caller must refuse.
-   */
-  async checkInbox(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition = 'applied'): Promise<InboxCheck> {
-    const ins = await this.tx.query(insertInbox(consumer, messageId, payloadHash, type, disposition));
-    if (ins.rowCount === 1) return { kind: 'new' };
-    const { rows } = await this.tx.query<{ payload_hash: string; disposition: InboxDisposition }>(selectInbox(consumer, messageId));
-    const prior = rows[0];
-    if (!prior) return { kind: 'new' }; // unreachable: the conflict row is committed and visible
-    if (prior.payload_hash !== payloadHash) return { kind: 'conflict', storedHash: prior.payload_hash };
-    return { kind: 'duplicate', disposition: prior.disposition };
   }
 
   async setInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Promise<void> {

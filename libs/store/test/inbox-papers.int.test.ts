@@ -1,8 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { PaperCorrupt, PaperMissing } from '../src/errors.js';
+import { recordInboxBatch } from '../src/inboxBatch.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
+
+/** Closed-shape digests (the inline, session-prepared insert) and a free-form one (bind parameters). */
+const AA = `sha256:${'aa'.repeat(32)}`;
+const BB = `sha256:${'bb'.repeat(32)}`;
+const CC = 'sha256:cc';
 
 describe('inbox records and papers', () => {
   let t: TestStore;
@@ -13,25 +19,48 @@ describe('inbox records and papers', () => {
 
   it('first delivery is new, a redelivery is a duplicate with the prior disposition, a different hash conflicts', async () => {
     const id = newId();
-    const first = await t.store.unitOfWork(async (uow) => {
-      const check = await uow.checkInbox('turn-worker', id, 'sha256:aa', 'task.runnable');
+    const row = (consumer: string, payloadHash: string) => ({ consumer, messageId: id, payloadHash, type: 'task.runnable', disposition: 'applied' as const });
+    const first = await t.store.unitOfWorkOnInbox(row('turn-worker', AA), async (uow) => {
       await uow.setInboxDisposition('turn-worker', id, 'ignored');
-      return check;
+      // The closed-shape insert ran as EXECUTE of the statement this session prepared.
+      const { rows } = await uow.query<{ n: number }>({ text: "SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'ev_inbox_insert'" });
+      return rows[0]!.n;
     });
-    expect(first).toEqual({ kind: 'new' });
-    expect(await t.store.unitOfWork((uow) => uow.checkInbox('turn-worker', id, 'sha256:aa', 'task.runnable'))).toEqual({ kind: 'duplicate', disposition: 'ignored' });
-    expect(await t.store.unitOfWork((uow) => uow.checkInbox('turn-worker', id, 'sha256:bb', 'task.runnable'))).toEqual({ kind: 'conflict', storedHash: 'sha256:aa' });
+    expect(first).toEqual({ kind: 'new', value: 1 });
+    let ranAgain = 0;
+    const again = () => void ranAgain++;
+    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', AA), async () => again())).toEqual({ kind: 'duplicate', disposition: 'ignored' });
+    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', BB), async () => again())).toEqual({ kind: 'conflict', storedHash: AA });
+    expect(ranAgain).toBe(0);
     // Another consumer keeps its own record of the same message.
-    expect(await t.store.unitOfWork((uow) => uow.checkInbox('gate', id, 'sha256:aa', 'task.runnable'))).toEqual({ kind: 'new' });
+    expect(await t.store.unitOfWorkOnInbox(row('gate', AA), async () => 'gate ran')).toEqual({ kind: 'new', value: 'gate ran' });
   });
 
   it('concurrent duplicates of one message: exactly one is new', async () => {
     const id = newId();
     const results = await Promise.all(
-      Array.from({ length: 8 }, () => t.store.unitOfWork((uow) => uow.checkInbox('gate', id, 'sha256:cc', 'gate.requested'))),
+      Array.from({ length: 8 }, () => t.store.unitOfWorkOnInbox({ consumer: 'gate', messageId: id, payloadHash: CC, type: 'gate.requested', disposition: 'applied' }, async () => 'ran')),
     );
     expect(results.filter((r) => r.kind === 'new')).toHaveLength(1);
     expect(results.filter((r) => r.kind === 'duplicate')).toHaveLength(7);
+  });
+
+  it('a batch records its new deliveries in one statement and skips the ones recorded already', async () => {
+    const [known, a, b] = [newId(), newId(), newId()];
+    const item = (messageId: string) => ({ messageId, payloadHash: AA, type: 'task.runnable' });
+    await t.store.unitOfWork((uow) => recordInboxBatch(uow, 'gate', [item(known)]));
+    const { fresh, prepared } = await t.store.unitOfWork(async (uow) => {
+      const fresh = await recordInboxBatch(uow, 'gate', [item(b), item(known), item(a)]);
+      const { rows } = await uow.query<{ n: number }>({ text: "SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name = 'ev_inbox_insert_batch'" });
+      return { fresh, prepared: rows[0]!.n };
+    });
+    expect(fresh).toEqual(new Set([a, b]));
+    expect(prepared).toBe(1);
+    const { rows } = await t.store.db.query<{ message_id: string; disposition: string; payload_hash: string; type: string }>({
+      text: 'SELECT message_id, disposition, payload_hash, type FROM inbox_messages WHERE consumer = $1 AND message_id = ANY($2::uuid[]) ORDER BY message_id',
+      values: ['gate', [known, a, b]],
+    });
+    expect(rows).toEqual([known, a, b].sort().map((message_id) => ({ message_id, disposition: 'applied', payload_hash: AA, type: 'task.runnable' })));
   });
 
   it('papers are revisioned and verified against their content hash on read', async () => {

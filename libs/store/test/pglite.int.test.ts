@@ -19,6 +19,11 @@ import { Store } from '../src/store.js';
 import { claimTask, loadTask, renewLeases } from '../src/tasks.js';
 import { seedCase } from './helpers.js';
 
+/** Closed-shape digests (the inline, session-prepared insert) and a free-form one (bind parameters). */
+const AA = `sha256:${'aa'.repeat(32)}`;
+const BB = `sha256:${'bb'.repeat(32)}`;
+const CC = 'sha256:cc';
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('embedded Postgres (PGlite) behind the Db port', () => {
@@ -118,17 +123,22 @@ describe('embedded Postgres (PGlite) behind the Db port', () => {
 
   it('inbox: new, duplicate with the prior disposition, conflict on a different hash; concurrent duplicates', async () => {
     const id = newId();
-    const first = await store.unitOfWork(async (uow) => {
-      const check = await uow.checkInbox('turn-worker', id, 'sha256:aa', 'task.runnable');
+    const row = (consumer: string, payloadHash: string) => ({ consumer, messageId: id, payloadHash, type: 'task.runnable', disposition: 'applied' as const });
+    const first = await store.unitOfWorkOnInbox(row('turn-worker', AA), async (uow) => {
       await uow.setInboxDisposition('turn-worker', id, 'ignored');
-      return check;
+      return 'ran';
     });
-    expect(first).toEqual({ kind: 'new' });
-    expect(await store.unitOfWork((uow) => uow.checkInbox('turn-worker', id, 'sha256:aa', 'task.runnable'))).toEqual({ kind: 'duplicate', disposition: 'ignored' });
-    expect(await store.unitOfWork((uow) => uow.checkInbox('turn-worker', id, 'sha256:bb', 'task.runnable'))).toEqual({ kind: 'conflict', storedHash: 'sha256:aa' });
+    expect(first).toEqual({ kind: 'new', value: 'ran' });
+    let ranAgain = 0;
+    const again = () => void ranAgain++;
+    expect(await store.unitOfWorkOnInbox(row('turn-worker', AA), async () => again())).toEqual({ kind: 'duplicate', disposition: 'ignored' });
+    expect(await store.unitOfWorkOnInbox(row('turn-worker', BB), async () => again())).toEqual({ kind: 'conflict', storedHash: AA });
+    expect(ranAgain).toBe(0);
 
     const other = newId();
-    const results = await Promise.all(Array.from({ length: 8 }, () => store.unitOfWork((uow) => uow.checkInbox('gate', other, 'sha256:cc', 'gate.requested'))));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => store.unitOfWorkOnInbox({ consumer: 'gate', messageId: other, payloadHash: CC, type: 'gate.requested', disposition: 'applied' }, async () => 'ran')),
+    );
     expect(results.filter((r) => r.kind === 'new')).toHaveLength(1);
     expect(results.filter((r) => r.kind === 'duplicate')).toHaveLength(7);
   });

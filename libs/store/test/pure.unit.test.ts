@@ -84,6 +84,22 @@ describe('inbox insert rendering', async () => {
     const q = insertInbox('turn-worker', id, hash, 'task.runnable', 'applied');
     expect(q.values ?? []).toEqual([]);
     expect(q.text).toContain(`'${id}'::uuid`);
+    // On Postgres the same literals execute the session's prepared insert.
+    expect(q.sessionPrepared?.execute).toBe(`EXECUTE ev_inbox_insert ('turn-worker', '${id}'::uuid, '${hash}', 'task.runnable', 'applied')`);
+    expect(q.sessionPrepared?.prepare).toMatch(/^PREPARE ev_inbox_insert \(text, uuid, text, text, text\) AS INSERT INTO inbox_messages/);
+  });
+
+  it('renders a batch both ways: VALUES rows, and array literals for the session statement', async () => {
+    const { insertInboxBatch } = await import('../src/sql/inbox.js');
+    const other = '01934b7e-0000-7000-8000-000000000002';
+    const q = insertInboxBatch('gate', [
+      { messageId: id, payloadHash: hash, type: 'gate.requested' },
+      { messageId: other, payloadHash: hash, type: 'task.runnable' },
+    ]);
+    expect(q.values ?? []).toEqual([]);
+    expect(q.text).toContain(`('gate', '${other}'::uuid, '${hash}', 'task.runnable', 'applied')`);
+    expect(q.sessionPrepared?.execute).toBe(`EXECUTE ev_inbox_insert_batch ('gate', '{${id},${other}}', '{${hash},${hash}}', '{gate.requested,task.runnable}')`);
+    expect(() => insertInboxBatch('gate', [{ messageId: "1' OR '1'='1", payloadHash: hash, type: 'task.runnable' }])).toThrow(/cannot be inlined/);
   });
 
   it.each([
@@ -95,5 +111,6 @@ describe('inbox insert rendering', async () => {
     const q = insertInbox(consumer, messageId, payloadHash, type, 'applied');
     expect(q.values).toEqual([consumer, messageId, payloadHash, type, 'applied']);
     expect(q.text).not.toContain(messageId);
+    expect(q.sessionPrepared).toBeUndefined();
   });
 });

@@ -113,3 +113,4 @@ export * from './mcpHttpServer.js';
 export * from './rabbitCluster.js';
 export * from './pgCluster.js';
 export * from './brokerUsers.js';
+export * from './procCpu.js';

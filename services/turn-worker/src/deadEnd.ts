@@ -33,9 +33,8 @@ export function deadEndOnRefusal(store: Store, service: string, logger: Pick<Log
     if (!UNDERSTOOD_NOT.has(r.reason)) return;
     const { messageId, caseId, targetTaskId, payloadHash } = r;
     if (messageId === undefined || caseId === undefined || targetTaskId === undefined || payloadHash === undefined) return; // nothing names a task
-    await store.unitOfWork(async (uow) => {
-      const check = await uow.checkInbox(service, messageId, payloadHash, r.type ?? 'unknown', 'refused');
-      if (check.kind !== 'new') return; // parked (or not) the first time
+    // A delivery recorded already was parked (or not) the first time: the outcome says so.
+    await store.unitOfWorkOnInbox({ consumer: service, messageId, payloadHash, type: r.type ?? 'unknown', disposition: 'refused' }, async (uow) => {
       const detail = { kind: 'unknown_message', reason: r.reason, messageId, type: r.type ?? null, version: r.version ?? null };
       const parked = await parkCapabilityGap(uow, targetTaskId, caseId, detail);
       if (!parked) return;

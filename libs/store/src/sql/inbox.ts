@@ -1,6 +1,6 @@
 /**
  * Inbox statements. The insert runs first in the consumer's unit of work: a concurrent
- * duplicate blocks on the primary key until we commit, then sees our row.
+ * duplicate blocks on the primary key until we commit, then fails on it.
  */
 import type { InboxDisposition } from '@everdict/contracts';
 import type { Sql } from '../db.js';
@@ -17,28 +17,65 @@ export function inlinableInboxRow(consumer: string, messageId: string, payloadHa
   return NAME.test(consumer) && UUID.test(messageId) && HASH.test(payloadHash) && NAME.test(type);
 }
 
+/** The primary key a second record of one delivery violates (see Store.unitOfWorkOnInbox). */
+export const INBOX_KEY = 'inbox_messages_pkey';
+
+const INSERT_INBOX = `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+           VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::text)`;
+
 /**
- * The dedup insert. When every value has a closed, validated shape (uuid, sha256 digest, our own
- * service and type names) it is rendered with inline literals, so the store can send it in the
- * same round trip as BEGIN — the inbox then costs the unit of work no extra round trip. Any
- * value outside those shapes falls back to bind parameters; nothing free-form is ever inlined.
+ * The dedup insert: a plain INSERT, so a delivery recorded already fails it on INBOX_KEY (an ON
+ * CONFLICT clause makes every insert speculative: an extra index probe and WAL record, measured
+ * at a third of the inbox's cost on the single path). When every value has a closed, validated
+ * shape (uuid, sha256 digest, our own service and type names) the values are rendered as inline
+ * literals, so the store can send it in the same round trip as BEGIN — the inbox then costs the
+ * unit of work no extra round trip — and on Postgres it runs as EXECUTE of the session-prepared
+ * insert, so the server does not parse and plan it for every delivery (measured: another third).
+ * Any value outside those shapes falls back to bind parameters; nothing free-form is ever inlined.
  */
 export function insertInbox(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition): Sql {
   if (inlinableInboxRow(consumer, messageId, payloadHash, type) && NAME.test(disposition)) {
+    const literals = `'${consumer}', '${messageId}'::uuid, '${payloadHash}', '${type}', '${disposition}'`;
     return {
-      text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-             VALUES ('${consumer}', '${messageId}'::uuid, '${payloadHash}', '${type}', '${disposition}')
-             ON CONFLICT (consumer, message_id) DO NOTHING
-             RETURNING message_id`,
+      text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition) VALUES (${literals})`,
+      sessionPrepared: {
+        name: 'ev_inbox_insert',
+        prepare: `PREPARE ev_inbox_insert (text, uuid, text, text, text) AS ${INSERT_INBOX}`,
+        execute: `EXECUTE ev_inbox_insert (${literals})`,
+      },
     };
   }
+  return { name: 'ev_insert_inbox', text: INSERT_INBOX, values: [consumer, messageId, payloadHash, type, disposition] };
+}
+
+const INSERT_INBOX_BATCH = `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+           SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'
+             FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS m(message_id, payload_hash, type, n)
+            ORDER BY m.n
+           ON CONFLICT (consumer, message_id) DO NOTHING
+           RETURNING message_id`;
+
+/**
+ * The inbox rows of several deliveries ('applied', in the given order; see recordInboxBatch),
+ * skipping ids recorded already; returns the ids it inserted. Every value must have passed
+ * `inlinableInboxRow`: they are rendered as inline literals (the VALUES form for ports without
+ * session statements, array literals for the EXECUTE of the session-prepared form).
+ */
+export function insertInboxBatch(consumer: string, items: readonly { messageId: string; payloadHash: string; type: string }[]): Sql {
+  for (const it of items) if (!inlinableInboxRow(consumer, it.messageId, it.payloadHash, it.type)) throw new Error(`inbox row of ${it.messageId} cannot be inlined`);
+  const rows = items.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(', ');
+  // Closed shapes hold no comma, brace, quote, backslash or space: array elements need no quoting.
+  const array = (of: (it: (typeof items)[number]) => string) => `'{${items.map(of).join(',')}}'`;
   return {
-    name: 'ev_insert_inbox',
     text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::text)
+           VALUES ${rows}
            ON CONFLICT (consumer, message_id) DO NOTHING
            RETURNING message_id`,
-    values: [consumer, messageId, payloadHash, type, disposition],
+    sessionPrepared: {
+      name: 'ev_inbox_insert_batch',
+      prepare: `PREPARE ev_inbox_insert_batch (text, uuid[], text[], text[]) AS ${INSERT_INBOX_BATCH}`,
+      execute: `EXECUTE ev_inbox_insert_batch ('${consumer}', ${array((it) => it.messageId)}, ${array((it) => it.payloadHash)}, ${array((it) => it.type)})`,
+    },
   };
 }
 
