@@ -163,6 +163,14 @@ interface InboxConsumerOptions {
    * its own unit of work if it needs one; a failure is logged and does not stop the dead-letter.
    */
   readonly onRefusal?: (refusal: Refusal) => Promise<void>;
+  /**
+   * Batched mode only: runs in the batch's unit of work after its inbox rows are recorded and
+   * before its handlers, with the new deliveries in handling order — e.g. the turn-worker claims
+   * every task the batch's `task.runnable`s name in one statement (claimTasksAhead). It must
+   * leave each handler's outcome as it would be without it; a failure fails the batch, whose
+   * deliveries are then processed alone (where it does not run).
+   */
+  readonly beforeBatch?: (fresh: readonly AnyEnvelope[], uow: UnitOfWork) => Promise<void>;
   readonly metrics?: BusMetrics;
   readonly logger?: BusLogger;
   /**
@@ -456,6 +464,7 @@ export class InboxConsumer {
       const results: (UnitResult | null)[] = [];
       const ignored: string[] = [];
       const refused: string[] = [];
+      if (this.opts.beforeBatch) await this.opts.beforeBatch(batch.filter((q) => fresh.has(q.env.id)).map((q) => q.env), uow);
       for (const q of batch) {
         if (!fresh.has(q.env.id)) {
           results.push(null);

@@ -50,13 +50,13 @@ describe('batched inbox consumer (in-process transport)', () => {
     await db?.close();
   });
 
-  async function setup(handler: MessageHandler) {
+  async function setup(handler: MessageHandler, beforeBatch?: ConstructorParameters<typeof InboxConsumer>[0]['beforeBatch']) {
     await db.query({ text: 'TRUNCATE effects, inbox_messages, dead_letters, outbox_messages' });
     const storeMetrics = countingStoreMetrics();
     const store = new Store(db, { metrics: storeMetrics });
     const transport = new InProcessTransport(topology);
     const metrics = countingMetrics();
-    const consumer = new InboxConsumer({ store, transport, service: 'turn-worker', prefetch: 64, batchSize: 32, retryDelayMs: 1, metrics, handlers: handlersFor(topology, 'turn-worker', handler) });
+    const consumer = new InboxConsumer({ store, transport, service: 'turn-worker', prefetch: 64, batchSize: 32, retryDelayMs: 1, metrics, handlers: handlersFor(topology, 'turn-worker', handler), ...(beforeBatch ? { beforeBatch } : {}) });
     await consumer.start();
     return { transport, metrics, consumer, storeMetrics };
   }
@@ -82,6 +82,41 @@ describe('batched inbox consumer (in-process transport)', () => {
     expect(storeMetrics.duplicates).toBeLessThanOrEqual(50);
     // 250 deliveries, 64 in flight at a time: they shared units of work.
     expect(storeMetrics.commits).toBeLessThan(200);
+    await consumer.stop();
+    await transport.close();
+  });
+
+  it('beforeBatch runs in the batch unit of work, before its handlers, with each new delivery once; a failing one sends the batch alone', async () => {
+    await db.query({ text: 'CREATE TABLE IF NOT EXISTS seen (message_id uuid NOT NULL)' });
+    await db.query({ text: 'TRUNCATE seen' });
+    const passed: string[] = [];
+    let failNext = true;
+    const { transport, metrics, consumer } = await setup(
+      async (env, uow) => {
+        // The delivery's handler runs after beforeBatch wrote its row, in the same transaction.
+        const { rows } = await uow.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM seen WHERE message_id = $1::uuid', values: [env.id] });
+        await uow.query({ text: 'INSERT INTO effects (message_id, task_id) VALUES ($1::uuid, $2::uuid)', values: [env.id, rows[0]!.n === 1 ? env.id : '00000000-0000-7000-8000-000000000000'] });
+      },
+      async (fresh, uow) => {
+        for (const env of fresh) await uow.query({ text: 'INSERT INTO seen (message_id) VALUES ($1::uuid)', values: [env.id] });
+        if (failNext) {
+          failNext = false;
+          throw new Error('beforeBatch failed');
+        }
+        passed.push(...fresh.map((e) => e.id));
+      },
+    );
+    const messages = Array.from({ length: 120 }, () => runnable());
+    await Promise.all(shuffle([...messages, ...messages.slice(0, 30)], 11).map((m) => publishEnvelope(transport, m)));
+
+    expect(metrics.get('consumed:applied')).toBe(120);
+    expect(passed.length).toBeGreaterThan(0);
+    expect(new Set(passed).size).toBe(passed.length); // never a delivery recorded already
+    // Exactly the deliveries of committed batches have a seen row, and their handlers saw it.
+    const { rows } = await db.query<{ message_id: string; task_id: string }>({ text: 'SELECT message_id, task_id FROM effects' });
+    expect(rows).toHaveLength(120);
+    expect(new Set(rows.filter((r) => r.task_id === r.message_id).map((r) => r.message_id))).toEqual(new Set(passed));
+    expect(await countRows(db, 'SELECT count(*) AS n FROM seen')).toBe(passed.length);
     await consumer.stop();
     await transport.close();
   });

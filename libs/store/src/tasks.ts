@@ -9,7 +9,7 @@
  */
 import type { TaskState, WakeCause } from '@everdict/contracts';
 import type { Queryable } from './db.js';
-import { claimTask as claimStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
+import { claimTask as claimStatement, claimTasks as claimManyStatement, lockTask as lockStatement, renewLeases as renewStatement, selectTask, sweepExpiredLeases, wakeAskedParents, wakeBackoffElapsed, wakeTask as wakeStatement } from './sql/tasks.js';
 import type { ClaimedExtras, TaskRow } from './sql/tasks.js';
 import { refreshCaseState, refreshCaseStateAtCommit } from './caseState.js';
 import type { HeadAtCommit } from './caseState.js';
@@ -51,6 +51,13 @@ type TaskClaim =
  * why, never thrown at.
  */
 export async function claimTask(q: Queryable, taskId: string, owner: string, ttlMs: number, caps?: ClaimCaps): Promise<TaskClaim> {
+  // Claimed ahead with the other deliveries of this unit of work (claimTasksAhead): taken once.
+  const ahead = q instanceof UnitOfWork ? claimedAhead.get(q) : undefined;
+  const early = ahead?.get(taskId);
+  if (early !== undefined && early.owner === owner) {
+    ahead!.delete(taskId);
+    return claimedFrom(q, owner, early.row);
+  }
   // Per-case caps (caps.ts): a claim beyond the case type's workerSlots parks the task instead.
   const slots = await slotDecision(q, taskId, caps);
   const claimed = slots.kind === 'contended' ? undefined : (await q.query<TaskRow & ClaimedExtras>(claimStatement(taskId, owner, ttlMs, slots.kind === 'cap' ? slots.limit : null))).rows[0];
@@ -59,18 +66,49 @@ export async function claimTask(q: Queryable, taskId: string, owner: string, ttl
     if (row && q instanceof UnitOfWork) await refreshCaseState(q, row.case_id, { cause: 'capacity_parked', taskId });
     return { claimed: false, reason: 'capacity', ...(row ? { state: row.state } : {}) };
   }
-  if (claimed) {
-    const { claimed_case_type: caseType, claimed_untouched: untouched, ...task } = claimed;
-    // A claim in a unit of work commits with it, and so does the case state it changes
-    // (re-derived at COMMIT, with the other claims of the same unit of work).
-    const headAtCommit = q instanceof UnitOfWork ? refreshCaseStateAtCommit(q, task.case_id, { cause: 'task_claimed', taskId }) : null;
-    return { claimed: true, token: { taskId, owner, epoch: task.fence_epoch }, task, caseType, untouched, headAtCommit };
-  }
+  if (claimed) return claimedFrom(q, owner, claimed);
   const row = await loadTask(q, taskId);
   if (!row) return { claimed: false, reason: 'not_found' };
   if (row.state !== 'open' && row.state !== 'running') return { claimed: false, reason: 'not_claimable', state: row.state };
   if (row.cancel_requested === 'hard') return { claimed: false, reason: 'cancelling', state: row.state };
   return { claimed: false, reason: 'leased', state: row.state };
+}
+
+function claimedFrom(q: Queryable, owner: string, claimed: TaskRow & ClaimedExtras): TaskClaim {
+  const { claimed_case_type: caseType, claimed_untouched: untouched, ...task } = claimed;
+  // A claim in a unit of work commits with it, and so does the case state it changes
+  // (re-derived at COMMIT, with the other claims of the same unit of work).
+  const headAtCommit = q instanceof UnitOfWork ? refreshCaseStateAtCommit(q, task.case_id, { cause: 'task_claimed', taskId: task.id }) : null;
+  return { claimed: true, token: { taskId: task.id, owner, epoch: task.fence_epoch }, task, caseType, untouched, headAtCommit };
+}
+
+/** Claims made ahead in a unit of work, by task id, until claimTask takes them. */
+const claimedAhead = new WeakMap<UnitOfWork, Map<string, { owner: string; row: TaskRow & ClaimedExtras }>>();
+
+/**
+ * Claims, in ONE statement, the tasks of `taskIds` that are claimable, for the deliveries of a
+ * batch about to be handled in `uow`: each handler's claimTask for one of them then takes its
+ * claim without a statement of its own (once: a second claim of the same task in the batch
+ * runs its own statement and finds the lease live). A task not claimed here is claimed by its
+ * handler as usual, which also tells why it was not. Only for claims no per-case cap governs
+ * (ClaimCaps.any false): a capped claim takes the case's slot lock first, one task at a time.
+ * Returns how many tasks it claimed.
+ */
+export async function claimTasksAhead(uow: UnitOfWork, taskIds: readonly string[], owner: string, ttlMs: number): Promise<number> {
+  const distinct = [...new Set(taskIds)];
+  if (distinct.length === 0) return 0;
+  const { rows } = await uow.query<TaskRow & ClaimedExtras>(claimManyStatement(distinct, owner, ttlMs));
+  let ahead = claimedAhead.get(uow);
+  if (ahead === undefined) {
+    const made = (ahead = new Map());
+    claimedAhead.set(uow, made);
+    // A claim nobody took would hold a lease no activation runs under: the unit of work fails.
+    uow.collectForCommit('claims-ahead', null, async () => {
+      if (made.size > 0) throw new Error(`claimed ahead but never taken by a handler: ${[...made.keys()].join(', ')}`);
+    });
+  }
+  for (const row of rows) ahead.set(row.id, { owner, row });
+  return rows.length;
 }
 
 /**

@@ -5,7 +5,7 @@ import { StaleFence } from '../src/errors.js';
 import { newPaper, writeTurnAlone } from '../src/journal.js';
 import { cancelTree } from '../src/taskGraph.js';
 import { transitionTask } from '../src/sql/tasks.js';
-import { claimTask, loadTask, renewLeases, wakeDue, wakeTask } from '../src/tasks.js';
+import { claimTask, claimTasksAhead, loadTask, renewLeases, wakeDue, wakeTask } from '../src/tasks.js';
 import type { TurnWrite } from '../src/journal.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
@@ -42,6 +42,33 @@ describe('task lease and fence', () => {
     }
     // A later claim while the lease is live is refused as leased.
     expect(await claimTask(t.store.db, taskId, 'late', 30_000)).toMatchObject({ claimed: false, reason: 'leased' });
+  });
+
+  it('claims made ahead for a batch: one statement, each taken once by its claimTask, the rest claimed as usual', async () => {
+    const [a, b, held, cancelling] = await Promise.all([seedCase(t.store), seedCase(t.store), seedCase(t.store), seedCase(t.store)]);
+    expect(await claimTask(t.store.db, held.taskId, 'other-worker', 30_000)).toMatchObject({ claimed: true });
+    await t.store.db.query({ text: "UPDATE tasks SET cancel_requested = 'hard' WHERE id = $1::uuid", values: [cancelling.taskId] });
+    const ids = [a.taskId, b.taskId, held.taskId, cancelling.taskId, a.taskId];
+    const results = await t.store.unitOfWork(async (uow) => {
+      expect(await claimTasksAhead(uow, ids, 'w', 30_000)).toBe(2);
+      // Made ahead: no statement of its own, so the epoch moved once however often it is asked.
+      return [await claimTask(uow, a.taskId, 'w', 30_000), await claimTask(uow, b.taskId, 'w', 30_000), await claimTask(uow, a.taskId, 'w', 30_000), await claimTask(uow, held.taskId, 'w', 30_000), await claimTask(uow, cancelling.taskId, 'w', 30_000)];
+    });
+    expect(results[0]).toMatchObject({ claimed: true, token: { taskId: a.taskId, owner: 'w', epoch: 1 }, untouched: true, caseType: expect.any(String) });
+    expect(results[1]).toMatchObject({ claimed: true, token: { taskId: b.taskId, owner: 'w', epoch: 1 } });
+    expect(results.slice(2)).toEqual([
+      { claimed: false, reason: 'leased', state: 'running' },
+      { claimed: false, reason: 'leased', state: 'running' },
+      { claimed: false, reason: 'cancelling', state: 'open' },
+    ]);
+    expect(await task(a.taskId)).toMatchObject({ state: 'running', fence_epoch: 1, lease_owner: 'w' });
+    expect(await task(held.taskId)).toMatchObject({ fence_epoch: 1, lease_owner: 'other-worker' });
+  });
+
+  it('a claim made ahead that no handler takes fails its unit of work: no lease is left without an activation', async () => {
+    const { taskId } = await seedCase(t.store);
+    await expect(t.store.unitOfWork((uow) => claimTasksAhead(uow, [taskId], 'w', 30_000))).rejects.toThrow(/never taken by a handler/);
+    expect(await task(taskId)).toMatchObject({ state: 'open', fence_epoch: 0, lease_owner: null });
   });
 
   it('a hard-cancelled task is never claimed, whatever its state says', async () => {

@@ -29,7 +29,8 @@ export interface RuntimeSettings {
   readonly dbPoolSize: number;
   /**
    * Deliveries that share one inbox unit of work (not in the fleet config; 64): the claims
-   * that are ready together cost one BEGIN + inbox statement and one COMMIT instead of one each.
+   * that are ready together cost one BEGIN + inbox statement, one claim statement (claimTasksAhead,
+   * when no per-case cap applies) and one COMMIT instead of one each.
    */
   readonly inboxBatchSize: number;
 }

@@ -11,16 +11,17 @@
  * another worker may take them.
  *
  * Deliveries are consumed in batches (`inboxBatchSize`, see settings.ts): the claims that are
- * ready together share one unit of work. A claim becomes an activation only once the unit of
- * work that made it has committed (`ctx.afterCommit`): a batch that rolls back — and is then
- * processed again delivery by delivery — leaves no claim behind.
+ * ready together share one unit of work, and one claim statement for the tasks their
+ * `task.runnable`s name (claimTasksAhead; not where a per-case cap applies). A claim becomes an
+ * activation only once the unit of work that made it has committed (`ctx.afterCommit`): a batch
+ * that rolls back — and is then processed again delivery by delivery — leaves no claim behind.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { isEverdictError } from '@everdict/contracts';
 import { InboxConsumer, startOutboxRelay } from '@everdict/bus';
 import type { BusMetrics, MessageHandler, MessageHandlers, OutboxRelay, Transport } from '@everdict/bus';
-import { JournalCommitter } from '@everdict/store';
+import { JournalCommitter, claimTasksAhead } from '@everdict/store';
 import { captureContext, runInContext } from '@everdict/tracing';
 import type { Store } from '@everdict/store';
 import type { KernelClock } from '@everdict/agent-runtime';
@@ -148,6 +149,13 @@ export class TurnWorker {
       ),
       prefetch: this.opts.catalog.settings.prefetch,
       batchSize: this.opts.catalog.settings.inboxBatchSize,
+      // The claims a batch's task.runnables ask for are made in one statement, when no per-case
+      // cap governs them; each handler's claimTask then takes its own (tasks.ts).
+      beforeBatch: async (fresh, uow) => {
+        if (claimCaps(this.opts.catalog).any) return;
+        const ids = fresh.flatMap((e) => (e.type === 'task.runnable' ? [e.payload.taskId] : []));
+        if (ids.length > 1) await claimTasksAhead(uow, ids, this.owner, this.opts.catalog.settings.leaseTtlMs);
+      },
       // An unknown type or version parks the task it is for and tells its parent (deadEnd.ts).
       onRefusal: deadEndOnRefusal(this.opts.store, SERVICE, this.opts.logger),
       logger: this.opts.logger,

@@ -77,27 +77,60 @@ export function claimTask(taskId: string, owner: string, ttlMs: number, workerSl
     name: 'ev_claim_task_v2',
     text: `WITH t AS (
              UPDATE tasks
-                SET fence_epoch = fence_epoch + 1, row_version = row_version + 1,
-                    lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
-                    state = 'running', updated_at = now()
+                SET ${CLAIM_SET}
               WHERE id = $1::uuid
-                AND state IN ('open', 'running')
-                AND (lease_until IS NULL OR lease_until <= now())
-                AND cancel_requested IS DISTINCT FROM 'hard'
+                AND ${CLAIMABLE}
                 AND ($4::int IS NULL
                      OR (SELECT count(*) FROM tasks r
                           WHERE r.case_id = tasks.case_id AND r.id <> tasks.id
                             AND r.state = 'running' AND r.lease_until > now()) < $4::int)
           RETURNING ${taskColumns()}
            )
-           SELECT t.*, c.case_type AS claimed_case_type,
-                  NOT EXISTS (SELECT 1 FROM runtime_calls r WHERE r.task_id = t.id)
-              AND NOT EXISTS (SELECT 1 FROM turn_checkpoints k WHERE k.task_id = t.id)
-              AND NOT EXISTS (SELECT 1 FROM task_notes n WHERE n.task_id = t.id AND n.consumed_turn IS NULL) AS claimed_untouched
-             FROM t JOIN cases c ON c.id = t.case_id`,
+           ${CLAIMED}`,
     values: [taskId, owner, ttlMs, workerSlots],
   };
 }
+
+/**
+ * The claim of several tasks in one statement (`ev_claim_task_v2` for each, without per-case
+ * caps: the caller has none to respect). The rows are locked first, in task-id order, so two
+ * claimers of overlapping sets wait for each other in one order and never deadlock; the update
+ * then re-checks each row it locked, as the single claim does. Returns the tasks it claimed.
+ */
+export function claimTasks(taskIds: readonly string[], owner: string, ttlMs: number): Sql {
+  return {
+    name: 'ev_claim_tasks',
+    text: `WITH l AS (
+             SELECT k.id FROM tasks k WHERE k.id = ANY($1::uuid[]) ORDER BY k.id FOR NO KEY UPDATE OF k
+           ), t AS (
+             UPDATE tasks
+                SET ${CLAIM_SET}
+               FROM l
+              WHERE tasks.id = l.id
+                AND ${CLAIMABLE}
+          RETURNING ${taskColumns()}
+           )
+           ${CLAIMED}`,
+    values: [taskIds, owner, ttlMs],
+  };
+}
+
+/** A claim's change: a new fence epoch and the lease ($2 owner, $3 ms) on the database clock. */
+const CLAIM_SET = `fence_epoch = tasks.fence_epoch + 1, row_version = tasks.row_version + 1,
+                    lease_owner = $2::text, lease_until = now() + make_interval(secs => $3::double precision / 1000),
+                    state = 'running', updated_at = now()`;
+
+/** Only an open task, or a running one whose lease ended, is claimable; a hard-cancelled one never is. */
+const CLAIMABLE = `tasks.state IN ('open', 'running')
+                AND (tasks.lease_until IS NULL OR tasks.lease_until <= now())
+                AND tasks.cancel_requested IS DISTINCT FROM 'hard'`;
+
+/** The claimed rows `t` with their case type and whether nothing is journalled, checkpointed or waiting. */
+const CLAIMED = `SELECT t.*, c.case_type AS claimed_case_type,
+                  NOT EXISTS (SELECT 1 FROM runtime_calls r WHERE r.task_id = t.id)
+              AND NOT EXISTS (SELECT 1 FROM turn_checkpoints k WHERE k.task_id = t.id)
+              AND NOT EXISTS (SELECT 1 FROM task_notes n WHERE n.task_id = t.id AND n.consumed_turn IS NULL) AS claimed_untouched
+             FROM t JOIN cases c ON c.id = t.case_id`;
 
 /** What a claim returns beside the task row: the case type, and whether the task is untouched. */
 export interface ClaimedExtras {
