@@ -17,6 +17,11 @@ export function inlinableInboxRow(consumer: string, messageId: string, payloadHa
   return NAME.test(consumer) && UUID.test(messageId) && HASH.test(payloadHash) && NAME.test(type);
 }
 
+/** One inbox row's values as inline literals; every value must have passed `inlinableInboxRow`. */
+function rowLiterals(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition): string {
+  return `'${consumer}', '${messageId}'::uuid, '${payloadHash}', '${type}', '${disposition}'`;
+}
+
 /** The primary key a second record of one delivery violates (see Store.unitOfWorkOnInbox). */
 export const INBOX_KEY = 'inbox_messages_pkey';
 
@@ -35,7 +40,7 @@ const INSERT_INBOX = `INSERT INTO inbox_messages (consumer, message_id, payload_
  */
 export function insertInbox(consumer: string, messageId: string, payloadHash: string, type: string, disposition: InboxDisposition): Sql {
   if (inlinableInboxRow(consumer, messageId, payloadHash, type) && NAME.test(disposition)) {
-    const literals = `'${consumer}', '${messageId}'::uuid, '${payloadHash}', '${type}', '${disposition}'`;
+    const literals = rowLiterals(consumer, messageId, payloadHash, type, disposition);
     return {
       text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition) VALUES (${literals})`,
       sessionPrepared: {
@@ -63,7 +68,7 @@ const INSERT_INBOX_BATCH = `INSERT INTO inbox_messages (consumer, message_id, pa
  */
 export function insertInboxBatch(consumer: string, items: readonly { messageId: string; payloadHash: string; type: string }[]): Sql {
   for (const it of items) if (!inlinableInboxRow(consumer, it.messageId, it.payloadHash, it.type)) throw new Error(`inbox row of ${it.messageId} cannot be inlined`);
-  const rows = items.map((it) => `('${consumer}', '${it.messageId}'::uuid, '${it.payloadHash}', '${it.type}', 'applied')`).join(', ');
+  const rows = items.map((it) => `(${rowLiterals(consumer, it.messageId, it.payloadHash, it.type, 'applied')})`).join(', ');
   // Closed shapes hold no comma, brace, quote, backslash or space: array elements need no quoting.
   const array = (of: (it: (typeof items)[number]) => string) => `'{${items.map(of).join(',')}}'`;
   return {
