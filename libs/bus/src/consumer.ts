@@ -51,7 +51,7 @@
  */
 import { DEFAULT_MAX_MESSAGE_BYTES, EverdictError, decodeMessage, isEverdictError, isUuid, jitteredBackoffMs } from '@everdict/contracts';
 import type { AnyEnvelope, MessageType } from '@everdict/contracts';
-import { inlinable, recordInboxBatch, recordRefusalIn, setInboxDispositions } from '@everdict/store';
+import { inlinable, recordRefusalIn, setInboxDispositions } from '@everdict/store';
 import type { Store, UnitOfWork } from '@everdict/store';
 import { SPAN, SpanKind, captureContext, isTraceparent, runInContext, withSpan } from '@everdict/tracing';
 import type { TraceContext } from '@everdict/tracing';
@@ -452,15 +452,8 @@ export class InboxConsumer {
   /** ONE unit of work for the batch: inbox rows, each new delivery's handler in order, dispositions. */
   private batchUnit(batch: readonly Queued[]): Promise<{ results: (UnitResult | null)[]; committed: (() => void)[] }> {
     const service = this.opts.service;
-    return this.opts.store.unitOfWork(async (uow) => {
+    const work = async (uow: UnitOfWork, fresh: ReadonlySet<string>) => {
       const committed: (() => void)[] = [];
-      const fresh = this.opts.unsafeSkipInbox
-        ? new Set(batch.map((q) => q.env.id))
-        : await recordInboxBatch(
-            uow,
-            service,
-            batch.map((q) => ({ messageId: q.env.id, payloadHash: q.env.payloadHash, type: q.env.type })),
-          );
       const results: (UnitResult | null)[] = [];
       const ignored: string[] = [];
       const refused: string[] = [];
@@ -485,7 +478,13 @@ export class InboxConsumer {
         await setInboxDispositions(uow, service, refused, 'refused');
       }
       return { results, committed };
-    });
+    };
+    if (this.opts.unsafeSkipInbox) return this.opts.store.unitOfWork((uow) => work(uow, new Set(batch.map((q) => q.env.id))));
+    return this.opts.store.unitOfWorkOnInboxBatch(
+      service,
+      batch.map((q) => ({ messageId: q.env.id, payloadHash: q.env.payloadHash, type: q.env.type })),
+      work,
+    );
   }
 
   private async handlerFailed(env: AnyEnvelope, d: Delivery, err: unknown): Promise<Settlement> {

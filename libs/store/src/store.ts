@@ -7,6 +7,8 @@ import { sha256Hex } from '@everdict/contracts';
 import type { InboxDisposition } from '@everdict/contracts';
 import type { Db } from './db.js';
 import { DuplicateKey, PaperCorrupt, PaperMissing } from './errors.js';
+import { recordInboxBatch } from './inboxBatch.js';
+import type { InboxBatchItem } from './inboxBatch.js';
 import { verifyCaseLedger } from './ledgerVerify.js';
 import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
@@ -97,6 +99,23 @@ export class Store {
       if (prior !== undefined) return prior.payload_hash === row.payloadHash ? { kind: 'duplicate', disposition: prior.disposition } : { kind: 'conflict', storedHash: prior.payload_hash };
       if (attempt >= INBOX_ATTEMPTS) throw new Error(`inbox row of ${row.messageId} for ${row.consumer} conflicted but could not be read in ${INBOX_ATTEMPTS} attempts`);
     }
+  }
+
+  /**
+   * A unit of work that first records several deliveries of `consumer` in the inbox (distinct
+   * ids, all `inlinable`; disposition 'applied'), then runs `fn` with the ids that are new. The
+   * insert is first a plain INSERT: a batch holding an id recorded already fails it on the inbox
+   * key before anything else ran, and the unit of work runs again with the insert that skips
+   * recorded ids (recordInboxBatch 'skip'); `fn` then gets only the new ones, and the caller
+   * settles the others alone (unitOfWorkOnInbox tells a duplicate from a conflict).
+   */
+  async unitOfWorkOnInboxBatch<T>(consumer: string, items: readonly InboxBatchItem[], fn: (uow: UnitOfWork, fresh: ReadonlySet<string>) => Promise<T>): Promise<T> {
+    try {
+      return await this.transact(async (uow) => fn(uow, await recordInboxBatch(uow, consumer, items, 'strict')), isInboxDuplicate);
+    } catch (err) {
+      if (!isInboxDuplicate(err)) throw err;
+    }
+    return this.unitOfWork(async (uow) => fn(uow, await recordInboxBatch(uow, consumer, items, 'skip')));
   }
 
   /** Reads a paper revision and verifies its bytes against the stored content hash. */

@@ -63,6 +63,31 @@ describe('inbox records and papers', () => {
     expect(rows).toEqual([known, a, b].sort().map((message_id) => ({ message_id, disposition: 'applied', payload_hash: AA, type: 'task.runnable' })));
   });
 
+  it('a batch unit of work inserts its rows plainly; a batch holding a recorded id runs again, skipping it', async () => {
+    const [known, a, b, c] = [newId(), newId(), newId(), newId()];
+    const item = (messageId: string) => ({ messageId, payloadHash: AA, type: 'task.runnable' });
+    await t.store.unitOfWork((uow) => recordInboxBatch(uow, 'reconciler', [item(known)]));
+    const seen: string[][] = [];
+    const strict = await t.store.unitOfWorkOnInboxBatch('reconciler', [item(b), item(a)], async (uow, fresh) => {
+      seen.push([...fresh].sort());
+      const { rows } = await uow.query<{ name: string }>({ text: "SELECT name FROM pg_prepared_statements WHERE name LIKE 'ev_inbox_insert_batch%' ORDER BY name" });
+      return rows.map((r) => r.name);
+    });
+    // No speculative insertion when nothing was recorded before: the plain insert ran.
+    expect(strict).toContain('ev_inbox_insert_batch_strict');
+    expect(seen).toEqual([[a, b].sort()]);
+    seen.length = 0;
+    const again = await t.store.unitOfWorkOnInboxBatch('reconciler', [item(c), item(known)], async (_uow, fresh) => {
+      seen.push([...fresh]);
+      return 'applied';
+    });
+    // The plain insert failed on the inbox key before the callback ran; the second attempt skipped the recorded id.
+    expect(again).toBe('applied');
+    expect(seen).toEqual([[c]]);
+    const { rows } = await t.store.db.query<{ message_id: string }>({ text: 'SELECT message_id FROM inbox_messages WHERE consumer = $1 ORDER BY message_id', values: ['reconciler'] });
+    expect(rows.map((r) => r.message_id)).toEqual([known, a, b, c].sort());
+  });
+
   it('papers are revisioned and verified against their content hash on read', async () => {
     const { caseId } = await seedCase(t.store);
     const r1 = await t.store.unitOfWork((uow) => uow.putPaper({ caseId, kind: 'summary', name: 'summary', schemaId: 's.v1', bytes: Buffer.from('one') }));

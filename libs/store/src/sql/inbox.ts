@@ -53,33 +53,38 @@ export function insertInbox(consumer: string, messageId: string, payloadHash: st
   return { name: 'ev_insert_inbox', text: INSERT_INBOX, values: [consumer, messageId, payloadHash, type, disposition] };
 }
 
-const INSERT_INBOX_BATCH = `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'
-             FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS m(message_id, payload_hash, type, n)
-            ORDER BY m.n
-           ON CONFLICT (consumer, message_id) DO NOTHING
+/** How a batch insert treats an id recorded already: fail on INBOX_KEY (strict) or skip it. */
+export type InboxBatchMode = 'strict' | 'skip';
+
+const SKIP_RECORDED = `ON CONFLICT (consumer, message_id) DO NOTHING
            RETURNING message_id`;
 
+const INSERT_INBOX_BATCH = (mode: InboxBatchMode) => `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+           SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'
+             FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS m(message_id, payload_hash, type, n)
+            ORDER BY m.n${mode === 'skip' ? `\n           ${SKIP_RECORDED}` : ''}`;
+
 /**
- * The inbox rows of several deliveries ('applied', in the given order; see recordInboxBatch),
- * skipping ids recorded already; returns the ids it inserted. Every value must have passed
+ * The inbox rows of several deliveries ('applied', in the given order; see recordInboxBatch).
+ * `strict`: a plain INSERT, which fails on INBOX_KEY if any id is recorded already (no
+ * speculative insertion: the same saving as the single insert's); `skip`: ids recorded already
+ * are skipped and the ids inserted are returned. Every value must have passed
  * `inlinableInboxRow`: they are rendered as inline literals (the VALUES form for ports without
  * session statements, array literals for the EXECUTE of the session-prepared form).
  */
-export function insertInboxBatch(consumer: string, items: readonly { messageId: string; payloadHash: string; type: string }[]): Sql {
+export function insertInboxBatch(consumer: string, items: readonly { messageId: string; payloadHash: string; type: string }[], mode: InboxBatchMode = 'skip'): Sql {
   for (const it of items) if (!inlinableInboxRow(consumer, it.messageId, it.payloadHash, it.type)) throw new Error(`inbox row of ${it.messageId} cannot be inlined`);
   const rows = items.map((it) => `(${rowLiterals(consumer, it.messageId, it.payloadHash, it.type, 'applied')})`).join(', ');
   // Closed shapes hold no comma, brace, quote, backslash or space: array elements need no quoting.
   const array = (of: (it: (typeof items)[number]) => string) => `'{${items.map(of).join(',')}}'`;
+  const name = mode === 'skip' ? 'ev_inbox_insert_batch' : 'ev_inbox_insert_batch_strict';
   return {
     text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           VALUES ${rows}
-           ON CONFLICT (consumer, message_id) DO NOTHING
-           RETURNING message_id`,
+           VALUES ${rows}${mode === 'skip' ? `\n           ${SKIP_RECORDED}` : ''}`,
     sessionPrepared: {
-      name: 'ev_inbox_insert_batch',
-      prepare: `PREPARE ev_inbox_insert_batch (text, uuid[], text[], text[]) AS ${INSERT_INBOX_BATCH}`,
-      execute: `EXECUTE ev_inbox_insert_batch ('${consumer}', ${array((it) => it.messageId)}, ${array((it) => it.payloadHash)}, ${array((it) => it.type)})`,
+      name,
+      prepare: `PREPARE ${name} (text, uuid[], text[], text[]) AS ${INSERT_INBOX_BATCH(mode)}`,
+      execute: `EXECUTE ${name} ('${consumer}', ${array((it) => it.messageId)}, ${array((it) => it.payloadHash)}, ${array((it) => it.type)})`,
     },
   };
 }
