@@ -66,12 +66,13 @@ interface Slot {
   readonly rejected: DocumentRefusal | null;
 }
 
+// Keys in canonical order: the record is journalled and hashed (canonicalJson writes it in one pass).
 const record = (content: string, outcome: ToolOutcome, refusal: KernelRefusal | null = null, effect: IntrinsicEffect | null = null, offloadedRef: string | null = null): ToolCallRecord => ({
   content,
+  effect,
+  offloadedRef,
   outcome,
   refusal,
-  offloadedRef,
-  effect,
 });
 
 const withheld = (refusal: KernelRefusal, outcome: ToolOutcome, detail?: string) => record(refusalText(refusal, detail), outcome, refusal);

@@ -16,7 +16,8 @@ function rng(seed: number): () => number {
 
 const ALPHABET = ['a', 'b', 'Z', '0', '1', ' ', '"', '\\', '/', '\n', '\t', '\u0000', '\u001f', '\u007f', 'ü', '€', '\ufb33', '\ud83d\ude00', '\u2028', 'key', '_', '-'];
 
-function value(r: () => number, depth: number): unknown {
+/** `sorted`: every object's keys inserted in canonical order (the documents jcs writes with JSON.stringify). */
+function value(r: () => number, depth: number, sorted = false): unknown {
   const pick = r();
   const str = () => Array.from({ length: Math.floor(r() * 6) }, () => ALPHABET[Math.floor(r() * ALPHABET.length)]).join('');
   if (depth <= 0 || pick < 0.35) {
@@ -36,11 +37,14 @@ function value(r: () => number, depth: number): unknown {
         return str();
     }
   }
-  if (pick < 0.6) return Array.from({ length: Math.floor(r() * 5) }, () => (r() < 0.05 ? undefined : value(r, depth - 1)));
-  const o: Record<string, unknown> = {};
+  if (pick < 0.6) return Array.from({ length: Math.floor(r() * 5) }, () => (r() < 0.05 ? undefined : value(r, depth - 1, sorted)));
+  const entries: [string, unknown][] = [];
   const n = Math.floor(r() * 6);
-  for (let i = 0; i < n; i++) o[str()] = r() < 0.05 ? undefined : value(r, depth - 1);
-  if (r() < 0.1) o.when = new Date(Math.floor(r() * 2e12));
+  for (let i = 0; i < n; i++) entries.push([str(), r() < 0.05 ? undefined : value(r, depth - 1, sorted)]);
+  if (r() < 0.1) entries.push(['when', new Date(Math.floor(r() * 2e12))]);
+  if (sorted) entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const o: Record<string, unknown> = {};
+  for (const [k, v] of entries) o[k] = v;
   return o;
 }
 
@@ -50,6 +54,40 @@ describe('jcs (the canonicalJson engine)', () => {
       const doc = value(rng(seed), 5);
       expect(jcs(doc), `seed ${seed}`).toBe(canonicalize(doc));
     }
+  });
+
+  it('writes documents built in canonical key order (its JSON.stringify path) exactly as canonicalize does', () => {
+    for (let seed = 1; seed <= 3000; seed++) {
+      const doc = value(rng(seed), 5, true);
+      expect(jcs(doc), `seed ${seed}`).toBe(canonicalize(doc));
+    }
+  });
+
+  it('leaves to the member-by-member writer what JSON.stringify would write otherwise', () => {
+    // Integer-like keys (enumerated in numeric order), boxed primitives, class instances, toJSON,
+    // a null-prototype object, an array with a hole or an undefined element, -0 and exponents.
+    class Point {
+      constructor(
+        readonly y: number,
+        readonly x: number,
+      ) {}
+    }
+    const bare = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1, b: [2] });
+    const withToJson = Object.assign([1, 2], { toJSON: () => 'replaced' });
+    const docs: unknown[] = [
+      { '10': 'a', '9': 'b', x: 1 },
+      { a: new Number(3), b: new String('s'), c: new Boolean(false) },
+      { p: new Point(1, 2) },
+      { at: new Date(0), z: 1 },
+      bare,
+      { list: withToJson },
+      { a: [1, 2], b: [undefined, null] },
+      { a: -0, b: 1e21, c: 1e-7, d: 'line\nbreak "quoted" \u2028' },
+    ];
+    for (const doc of docs) expect(jcs(doc)).toBe(canonicalize(doc));
+    // A hole is null, as JSON.stringify writes it (canonicalize writes nothing there).
+    // eslint-disable-next-line no-sparse-arrays
+    expect(jcs({ a: [1, , 3] })).toBe('{"a":[1,null,3]}');
   });
 
   it('agrees on documents whose keys are already in canonical order and on ones that are not', () => {
@@ -65,6 +103,13 @@ describe('jcs (the canonicalJson engine)', () => {
     loop.self = { back: loop };
     expect(() => jcs(loop)).toThrow(/Circular/);
     expect(() => jcs({ s: 'x\udc00' })).toThrow(/surrogate/);
+    expect(() => jcs({ a: ['ok', 'x\ud800'], b: 1 })).toThrow(/surrogate/);
+    expect(() => jcs({ a: 1, b: Number.NaN })).toThrow(/NaN/);
+    const deep: Record<string, unknown> = { a: 1 };
+    let at = deep;
+    for (let i = 0; i < 100; i++) at = (at.b = { a: i }) as Record<string, unknown>;
+    at.b = deep;
+    expect(() => jcs(deep)).toThrow(/Circular/);
     expect(() => jcs({ ['\ud800']: 1 })).toThrow(/surrogate/);
     expect(() => jcs([Number.NaN])).toThrow();
     expect(() => jcs({ n: Number.NEGATIVE_INFINITY })).toThrow();

@@ -94,16 +94,17 @@ export function parseAnthropicResponse(raw: string): ModelReply {
     if (block?.type === 'text' && typeof block.text === 'string') texts.push(block.text);
     else if (block?.type === 'tool_use') {
       if (typeof block.name !== 'string') throw malformedResponse(ADAPTER, `content[${i}].name missing`);
-      toolCalls.push({ callId: typeof block.id === 'string' ? block.id : `toolu_${i}`, name: block.name, argumentsText: JSON.stringify(block.input ?? {}) });
+      toolCalls.push({ argumentsText: JSON.stringify(block.input ?? {}), callId: typeof block.id === 'string' ? block.id : `toolu_${i}`, name: block.name });
     }
   });
   const usage = body.usage as Record<string, unknown> | undefined;
+  // Keys in canonical order: the reply is journalled and hashed (canonicalJson writes it in one pass).
   return {
-    output: { text: texts.length > 0 ? texts.join('\n') : null, toolCalls },
-    usage: { inputTokens: inputTokens(usage), outputTokens: count(usage?.output_tokens) },
     finishReason: typeof body.stop_reason === 'string' ? body.stop_reason : null,
+    output: { text: texts.length > 0 ? texts.join('\n') : null, toolCalls },
     providerModel: typeof body.model === 'string' ? body.model : null,
     raw,
+    usage: { inputTokens: inputTokens(usage), outputTokens: count(usage?.output_tokens) },
   };
 }
 

@@ -78,17 +78,18 @@ export function parseOpenAiResponse(raw: string): ModelReply {
       const args = call.function?.arguments;
       // Some compatible servers send an object; the kernel parses text, so keep one form.
       const argumentsText = typeof args === 'string' ? args : JSON.stringify(args ?? {});
-      toolCalls.push({ callId: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${i}`, name, argumentsText });
+      toolCalls.push({ argumentsText, callId: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${i}`, name });
     });
   }
   const content = message.content;
   const usage = body?.usage as Record<string, unknown> | undefined;
+  // Keys in canonical order: the reply is journalled and hashed (canonicalJson writes it in one pass).
   return {
-    output: { text: typeof content === 'string' ? content : null, toolCalls },
-    usage: { inputTokens: count(usage?.prompt_tokens), outputTokens: count(usage?.completion_tokens), ...reportedCost(usage?.cost) },
     finishReason: typeof choice?.finish_reason === 'string' ? choice.finish_reason : null,
+    output: { text: typeof content === 'string' ? content : null, toolCalls },
     providerModel: typeof body?.model === 'string' ? body.model : null,
     raw,
+    usage: { ...reportedCost(usage?.cost), inputTokens: count(usage?.prompt_tokens), outputTokens: count(usage?.completion_tokens) },
   };
 }
 

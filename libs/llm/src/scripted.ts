@@ -129,17 +129,18 @@ export function scriptedClient(opts: ScriptedClientOptions): ModelClient {
           throw scriptedFailure(step.failFirst);
         }
       }
+      // Keys in canonical order, as every adapter builds a reply (it is journalled and hashed).
       const toolCalls: ModelToolCall[] = (step.toolCalls ?? []).map((c, i) => ({
+        argumentsText: c.argumentsText ?? JSON.stringify(c.arguments ?? {}),
         callId: c.callId ?? `call_${index}_${i}`,
         name: c.name,
-        argumentsText: c.argumentsText ?? JSON.stringify(c.arguments ?? {}),
       }));
       const reply: ModelReply = {
-        output: { text: step.text ?? null, toolCalls },
-        usage: { inputTokens: step.usage?.inputTokens ?? null, outputTokens: step.usage?.outputTokens ?? null },
         finishReason: toolCalls.length > 0 ? 'tool_calls' : 'stop',
+        output: { text: step.text ?? null, toolCalls },
         providerModel: opts.route.model,
         raw: JSON.stringify(step),
+        usage: { inputTokens: step.usage?.inputTokens ?? null, outputTokens: step.usage?.outputTokens ?? null },
       };
       return reply;
     },

@@ -120,7 +120,8 @@ export function tailBlock(after: string): HistoryBlock | null {
 
 export function manifestOf(before: string, items: readonly HistoryBlock[], after: string, tail: HistoryBlock | null = null): HistoryManifest {
   const head = items.length === 0 ? null : items[items.length - 1]!.hash;
-  return tail === null ? { layout: HISTORY_MANIFEST_LAYOUT, before, after, count: items.length, head } : { layout: HISTORY_MANIFEST_LAYOUT, before, after: '', count: items.length, head, tail: tail.hash };
+  // Keys in canonical order: canonicalJson then writes it in one native pass (libs/contracts jcs.ts).
+  return tail === null ? { after, before, count: items.length, head, layout: HISTORY_MANIFEST_LAYOUT } : { after: '', before, count: items.length, head, layout: HISTORY_MANIFEST_LAYOUT, tail: tail.hash };
 }
 
 /**

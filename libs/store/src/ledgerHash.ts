@@ -16,6 +16,7 @@ interface LedgerRecordFields {
   createdAt: string; // ISO-8601 with milliseconds, exactly as stored
 }
 
+/** Callers build `r` with its keys in canonical order (body, caseId, …, seq): canonicalJson then writes it in one native pass. */
 export function ledgerRecordHash(r: LedgerRecordFields): string {
   return `sha256:${sha256Hex(canonicalJson(r))}`;
 }
@@ -49,7 +50,7 @@ export function chainNext(caseId: string, head: LedgerHead | null | undefined, r
   const prevHash = head?.hash ?? LEDGER_GENESIS;
   const body = rec.body ?? {};
   const { recordId, kind } = rec;
-  return { seq, recordId, kind, body, prevHash, createdAt, hash: ledgerRecordHash({ caseId, seq, recordId, kind, body, prevHash, createdAt }) };
+  return { seq, recordId, kind, body, prevHash, createdAt, hash: ledgerRecordHash({ body, caseId, createdAt, kind, prevHash, recordId, seq }) };
 }
 
 export interface LedgerVerdict {
@@ -67,7 +68,7 @@ export function verifyChain(rows: readonly (LedgerRecordFields & { hash: string 
     if (r.seq !== i + 1) return { ok: false, records: rows.length, problem: { seq: i + 1, reason: 'gap' } };
     if (r.prevHash !== prev) return { ok: false, records: rows.length, problem: { seq: r.seq, reason: 'broken_link' } };
     const stored = r.hash;
-    const h = ledgerRecordHash({ caseId: r.caseId, seq: r.seq, recordId: r.recordId, kind: r.kind, body: r.body, prevHash: r.prevHash, createdAt: r.createdAt });
+    const h = ledgerRecordHash({ body: r.body, caseId: r.caseId, createdAt: r.createdAt, kind: r.kind, prevHash: r.prevHash, recordId: r.recordId, seq: r.seq });
     if (stored !== h) return { ok: false, records: rows.length, problem: { seq: r.seq, reason: 'hash_mismatch' } };
     prev = h;
   }

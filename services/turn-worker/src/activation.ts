@@ -195,7 +195,8 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   host = {
     ...(host ?? { pending: { calls: [], gates: [], messages: [] }, paperHeads: {}, handleScopeCaseId: task.case_id, completedPlanSteps: [], decisions: [], summary: null, contextHash: null }),
     versions: view.versions,
-    context: { envelope: context.envelope as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], depth: context.depth, tools: context.tools },
+    // Keys in canonical order: the state paper is hashed (canonicalJson writes it in one pass).
+    context: { depth: context.depth, envelope: context.envelope as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], tools: context.tools },
   };
   const runCtx = runContextOf(task.id, view, context);
   return {

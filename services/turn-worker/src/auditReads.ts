@@ -61,7 +61,7 @@ export function auditReadRefusal(tool: Tool | undefined, name: string, args: unk
 }
 
 /** The tool-call record shape the kernel journals, so ledgers and replays read audit rows alike. */
-const record = (content: string, outcome: ToolOutcome) => ({ content, outcome, refusal: null, offloadedRef: null, effect: null });
+const record = (content: string, outcome: ToolOutcome) => ({ content, effect: null, offloadedRef: null, outcome, refusal: null });
 
 /** Runs (or replays) one auditor read, journalled as described in the header. */
 export async function runAuditRead(scope: AuditJournalScope, tools: ReadonlyMap<string, Tool>, registry: Pick<ToolRegistry, 'argumentProblems'>, name: string, args: unknown, signal?: AbortSignal): Promise<AuditReadResult> {

@@ -104,7 +104,10 @@ const REQUEST_KEYS = new Set(['system', 'messages', 'tools', 'maxOutputTokens'])
  * for every checkpoint of a task and the state hash runs on like a request's.
  */
 export function stateDocumentSplice<T extends { taskId: string; chat: readonly ChatMessage[] }>(doc: T): SplicedDocument | null {
-  const shell = canonicalJson({ ...doc, chat: SENTINEL });
+  // The shell's top-level keys in canonical order (canonicalJson writes sorted subtrees in one pass).
+  const fields: Record<string, unknown> = {};
+  for (const key of Object.keys(doc).sort()) fields[key] = key === 'chat' ? SENTINEL : doc[key as keyof T];
+  const shell = canonicalJson(fields);
   const at = shell.indexOf(`"${SENTINEL}"`);
   if (at < 0 || shell.indexOf(`"${SENTINEL}"`, at + 1) >= 0) return null;
   const before = `${shell.slice(0, at)}[`;

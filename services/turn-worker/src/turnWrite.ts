@@ -173,25 +173,26 @@ export function turnWrite(input: TurnWriteInput): TurnCommit {
       ledger: {
         recordId: newId(),
         kind: 'turn',
+        // Keys in canonical order: the record is hashed (canonicalJson writes it in one pass).
         body: {
-          taskId: task.id,
-          turn: p.turn,
-          epoch,
-          route: model ? p.agent.route.name : null,
-          requestHash: model?.requestHash ?? null,
-          responseHash: model?.responseHash ?? null,
-          stateHash: state?.contentHash ?? null,
-          checkpointTurn: state ? p.next.turn : null,
-          versions: versionsHash(p.agent.versions),
           // A withheld call is listed with the refusal it was answered with: a call that did
           // nothing still records what was checked.
           calls: p.calls.map((r) => {
             const refusal = refusalOf(r);
-            return { ordinal: r.ordinal, callId: r.callId, name: r.name, status: r.status, ...(refusal === null ? {} : { refusal }) };
+            return { callId: r.callId, name: r.name, ordinal: r.ordinal, ...(refusal === null ? {} : { refusal }), status: r.status };
           }),
+          checkpointTurn: state ? p.next.turn : null,
           children: [...p.children],
+          epoch,
           plan: p.planRevision,
+          requestHash: model?.requestHash ?? null,
+          responseHash: model?.responseHash ?? null,
+          route: model ? p.agent.route.name : null,
+          stateHash: state?.contentHash ?? null,
+          taskId: task.id,
           transition: transitionLabel(transition),
+          turn: p.turn,
+          versions: versionsHash(p.agent.versions),
         },
       },
       ...release,
