@@ -15,6 +15,7 @@
  */
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { spansRecorded } from './spans.js';
 
 export interface Tracing {
   /** Whether spans are recorded and exported (false: the no-op tracer). */
@@ -80,6 +81,7 @@ export async function startTracing(opts: { serviceName: string; env?: Env }): Pr
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...batchOptions(env) })],
   });
   trace.setGlobalTracerProvider(provider);
+  spansRecorded();
   let stopping: Promise<void> | undefined;
   started = {
     exporting: true,

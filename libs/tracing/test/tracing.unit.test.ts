@@ -84,6 +84,13 @@ describe('tracing off', () => {
     // Nested spans (a turn, a tool call) keep passing it on.
     const nested = await tracing.withSpan(tracing.SPAN.consume, { parent: INCOMING }, () => tracing.withSpan(tracing.SPAN.turn, {}, () => tracing.withSpan(tracing.SPAN.toolCall, {}, () => tracing.currentTraceparent())));
     expect(nested).toBe(INCOMING);
+    // A span told to start a new trace (no parent, or an invalid one) does not see the one around it.
+    expect(await tracing.withSpan(tracing.SPAN.consume, { parent: INCOMING }, () => tracing.withSpan(tracing.SPAN.publish, { parent: null }, () => tracing.currentTraceparent()))).toBeUndefined();
+    expect(await tracing.withSpan(tracing.SPAN.consume, { parent: INCOMING }, () => tracing.withSpan(tracing.SPAN.publish, { parent: 'not-a-traceparent' }, () => tracing.activeTraceId()))).toBeUndefined();
+    // A failing body rejects with its own error.
+    await expect(tracing.withSpan(tracing.SPAN.turn, {}, () => {
+      throw new Error('body failed');
+    })).rejects.toThrow('body failed');
     // With no incoming trace there is none to stamp, and none leaks out of a span once it ended.
     expect('traceparent' in (await tracing.withSpan(tracing.SPAN.consume, { parent: null }, () => stampedUnder(tracing)))).toBe(false);
     expect(tracing.currentTraceparent()).toBeUndefined();
