@@ -134,10 +134,18 @@ export function schemaBehindMessage(status: SchemaStatus, migrateOnStart: boolea
   return `database schema is at version ${status.current}, this build needs ${status.required} (pending: ${status.pending.join(', ')}); ${why}: run \`everdict migrate\` as the schema owner`;
 }
 
+/** Postgres's insufficient_privilege: the role may not read what it asked for. */
+const isPrivilegeDenied = (err: unknown): boolean => typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '42501';
+
+/** Why a node waits when its role may not read the schema's records yet. */
+export const NOT_GRANTED = "this role may not read the schema's migration records yet: run `everdict migrate --grant-to <role>` as the schema owner";
+
 /**
  * Fleet start: migrate when allowed and able, otherwise wait (polling every `pollMs`) until
  * someone else — `everdict migrate`, compose's one-shot service — brought the schema up to
  * date. `onBehind` hears the reason once per wait, so the process says why it is not ready.
+ * A role not yet granted the schema it reads (`everdict migrate --grant-to` commits the
+ * migrations, then the grants: a poll can fall between them) waits too, never fails the start.
  */
 export async function ensureSchema(
   db: Db,
@@ -145,16 +153,25 @@ export async function ensureSchema(
 ): Promise<void> {
   const migrations = opts.migrations ?? loadMigrations();
   let told = false;
+  let toldDenied = false;
   for (;;) {
-    const status = await schemaStatus(db, migrations);
-    if (status.pending.length === 0) return;
-    if (opts.migrateOnStart && status.canMigrate) {
-      const result = await migrate(db, migrations);
-      if (result.applied.length) opts.onApplied?.(result.applied);
-      return;
+    const status = await schemaStatus(db, migrations).catch((err: unknown) => {
+      if (isPrivilegeDenied(err)) return null;
+      throw err;
+    });
+    if (status === null) {
+      if (!toldDenied) opts.onBehind(NOT_GRANTED);
+      toldDenied = true;
+    } else {
+      if (status.pending.length === 0) return;
+      if (opts.migrateOnStart && status.canMigrate) {
+        const result = await migrate(db, migrations);
+        if (result.applied.length) opts.onApplied?.(result.applied);
+        return;
+      }
+      if (!told) opts.onBehind(schemaBehindMessage(status, opts.migrateOnStart));
+      told = true;
     }
-    if (!told) opts.onBehind(schemaBehindMessage(status, opts.migrateOnStart));
-    told = true;
     // A shutdown while waiting stops the polling and never resumes the start: the drain that
     // aborted `signal` owns the exit, and a start that "failed" would only log a false fatal.
     const aborted = await sleep(opts.pollMs ?? 2_000, false, opts.signal ? { signal: opts.signal } : {}).catch(() => true);
