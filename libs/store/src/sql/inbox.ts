@@ -56,13 +56,18 @@ export function insertInbox(consumer: string, messageId: string, payloadHash: st
 /** How a batch insert treats an id recorded already: fail on INBOX_KEY (strict) or skip it. */
 export type InboxBatchMode = 'strict' | 'skip';
 
-const SKIP_RECORDED = `ON CONFLICT (consumer, message_id) DO NOTHING
-           RETURNING message_id`;
+/** What ends a batch insert: for `skip`, the clause that skips recorded ids and names the inserted ones. */
+const onRecorded = (mode: InboxBatchMode) =>
+  mode === 'skip'
+    ? `
+           ON CONFLICT (consumer, message_id) DO NOTHING
+           RETURNING message_id`
+    : '';
 
 const INSERT_INBOX_BATCH = (mode: InboxBatchMode) => `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
            SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'
              FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS m(message_id, payload_hash, type, n)
-            ORDER BY m.n${mode === 'skip' ? `\n           ${SKIP_RECORDED}` : ''}`;
+            ORDER BY m.n${onRecorded(mode)}`;
 
 /**
  * The inbox rows of several deliveries ('applied', in the given order; see recordInboxBatch).
@@ -80,7 +85,7 @@ export function insertInboxBatch(consumer: string, items: readonly { messageId: 
   const name = mode === 'skip' ? 'ev_inbox_insert_batch' : 'ev_inbox_insert_batch_strict';
   return {
     text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           VALUES ${rows}${mode === 'skip' ? `\n           ${SKIP_RECORDED}` : ''}`,
+           VALUES ${rows}${onRecorded(mode)}`,
     sessionPrepared: {
       name,
       prepare: `PREPARE ${name} (text, uuid[], text[], text[]) AS ${INSERT_INBOX_BATCH(mode)}`,
