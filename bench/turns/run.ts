@@ -250,9 +250,10 @@ async function openAgents(store: Store, n: number, opts: { atOnce: boolean; perS
 
 /**
  * One arriving agent as ONE statement: the rows intake's opening writes (the case, its ledger
- * genesis, the root task, the stamped task.runnable in the outbox, the relay's NOTIFY), in one
- * round trip instead of seven — the bench shares the 2 cores with what it measures, so it
- * should take as little of them as it can.
+ * genesis, the root task, the stamped task.runnable in the outbox) and a NOTIFY that wakes the
+ * workers' relays, in one round trip instead of seven — the bench shares the 2 cores with what it
+ * measures, so it should take as little of them as it can. (Intake in a node wakes its own relay
+ * in-process, outboxWake.ts; the bench has no relay, and it is the only NOTIFYing writer here.)
  */
 function arrivalStatement(i: number): Sql {
   const caseId = newId();

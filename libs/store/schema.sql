@@ -1,12 +1,3 @@
-CREATE FUNCTION public.ledger_notify_append() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-  PERFORM pg_notify('everdict_ledger', NEW.case_id::text);
-  RETURN NULL;
-END;
-$$;
-
 CREATE FUNCTION public.ledger_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -899,8 +890,6 @@ CREATE INDEX web_sessions_expiry_idx ON public.web_sessions USING btree (expires
 CREATE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
 
 CREATE TRIGGER ledger_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_refuse_change();
-
-CREATE TRIGGER ledger_notify_after_insert AFTER INSERT ON public.ledger FOR EACH ROW EXECUTE FUNCTION public.ledger_notify_append();
 
 CREATE TRIGGER tasks_charge_minutes BEFORE UPDATE OF state ON public.tasks FOR EACH ROW WHEN ((old.state IS DISTINCT FROM new.state)) EXECUTE FUNCTION public.tasks_charge_minutes();
 

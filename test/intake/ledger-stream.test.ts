@@ -1,7 +1,7 @@
 /**
  * The live ledger (seed 004 §8, §11; issue 14 item 1) on a REAL node over real Postgres:
  * `GET /v1/cases/:id/ledger/stream` replays a case's ledger from the cursor and then delivers
- * records as they commit (woken by the ledger NOTIFY, well before the poll); a connection dropped
+ * records as they commit (woken by the process's ledger feed, well before the stream's poll); a connection dropped
  * mid-stream and resumed with `Last-Event-ID` while writers keep appending yields every sequence
  * exactly once — no duplicate, no gap — and the records received form the chain
  * verifyCaseLedger verifies, identical to GET /v1/cases/:id/ledger. Another customer's case is
@@ -135,7 +135,7 @@ async function ledgerPage(caseId: string): Promise<Entry[]> {
 }
 
 describe('live ledger over SSE', () => {
-  it('replays from the cursor, then delivers each record as it commits (woken by NOTIFY, not the 2 s poll)', async () => {
+  it('replays from the cursor, then delivers each record as it commits (woken by the feed, not the 2 s poll)', async () => {
     const caseId = await openAcmeCase(node.url, 'stream-live');
     const replayed = (await ledgerPage(caseId)).length;
     expect(replayed).toBeGreaterThan(0);
@@ -153,7 +153,8 @@ describe('live ledger over SSE', () => {
         await sse.until(() => sse.entries().length === replayed + i + 1);
         latencies.push(performance.now() - t0);
       }
-      // The poll is 2000 ms: five records each seen well under it were woken by the NOTIFY.
+      // The stream's poll is 2000 ms: five records each seen well under it were woken by the feed
+      // (it reads the heads of the followed cases every 200 ms).
       expect(Math.max(...latencies)).toBeLessThan(1000);
       const got = sse.entries();
       expect(got.map((e) => e.seq)).toEqual(Array.from({ length: replayed + 5 }, (_, i) => i + 1));

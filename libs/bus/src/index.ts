@@ -5,7 +5,7 @@
  * - `InboxConsumer`: size limit → decode → inbox row + handler state change + outbox rows in one
  *   unit of work → COMMIT → ack; duplicates acked without the handler, refusals dead-lettered.
  * - `OutboxRelay`: publishes committed outbox rows with many confirms in flight, marks them
- *   published only after the confirm, woken by LISTEN/NOTIFY.
+ *   published only after the confirm, woken after each commit that enqueued (outboxWake.ts).
  * - Topology: `rabbitmq/definitions.json`, loaded and asserted identically at start.
  */
 export * from './metrics.js';

@@ -4,8 +4,9 @@
  *
  * Loop: claim a batch (a short lease, so several relays never publish the same row at once) →
  * publish every row of the batch at once, many confirms in flight → mark the confirmed rows
- * published → release the failed ones for an immediate retry. Woken by LISTEN/NOTIFY (the unit of
- * work notifies at COMMIT) with a poll timer as the fallback for a lost notification.
+ * published → release the failed ones for an immediate retry. Woken after each commit that
+ * enqueued: in-process for this process's writes, by LISTEN/NOTIFY for a process without a relay
+ * (Store.listenOutbox, outboxWake.ts), with a poll timer as the fallback for a lost wake-up.
  *
  * Invariants:
  * - A row is marked published only after its confirm: a crash or a lost connection at any point
@@ -175,14 +176,14 @@ export class OutboxRelay {
       failures = 0;
       // A full batch: more rows may be waiting, so another pipeline joins in (if one is idle).
       if (result.claimed >= this.batchSize) this.wakeOne();
-      // Drained for now: sleep until a NOTIFY (possibly one that came while we were busy) or the poll.
+      // Drained for now: sleep until a wake-up (possibly one that came while we were busy) or the poll.
       else await this.idle(this.pollMs, seenWake);
     }
   }
 
   /**
    * Waits `ms`. With `seenWake`, a wake-up newer than it (even one that arrived while we were
-   * busy) ends the wait early; without it only `stop()` does (a backoff a NOTIFY must not cut).
+   * busy) ends the wait early; without it only `stop()` does (a backoff a wake-up must not cut).
    */
   private idle(ms: number, seenWake?: number): Promise<void> {
     if (this.stopping || (seenWake !== undefined && this.wakeSeq !== seenWake)) return Promise.resolve();
@@ -199,7 +200,7 @@ export class OutboxRelay {
   }
 
   /**
-   * A NOTIFY (or a stop). One idle pipeline is woken — a notification stands for rows a single
+   * A wake-up (or a stop). One idle pipeline is woken — a notification stands for rows a single
    * claim will take; waking every pipeline would send claims that find nothing. A pipeline busy
    * at that moment sees the newer wakeSeq when it finishes and claims once more, so no
    * notification is ever slept through.

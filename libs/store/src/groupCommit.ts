@@ -169,6 +169,7 @@ export class JournalCommitter {
     try {
       const items = batch.map((p) => ({ ...journalItem(p.token, p.caseId, p.w, p.head), papers: this.stored.strip(p.caseId, p.w.papers) }));
       const kind = batch[0]!.kind;
+      const enqueues = items.some((it) => it.outbox.length > 0);
       // A finish's case row is locked (after its head) by the statement that writes the finish.
       const statement = writeJournals(items, { lockCases: kind === 'moving' });
       const written = new Map<number, TurnWritten>();
@@ -179,6 +180,7 @@ export class JournalCommitter {
             ? (await this.store.db.queryDeferred<JournalWriteResult>(statement)).rows
             : await this.store.unitOfWork(async (uow) => {
                 const { rows } = await uow.query<JournalWriteResult>(statement);
+                if (enqueues) uow.outboxWritten();
                 // Each applied part's case state, in the transaction that wrote the part: the case
                 // rows locked by the statement, the case_state records in one more. A case has at
                 // most one part here: every finish carries a ledger record, and a batch one record
@@ -194,6 +196,7 @@ export class JournalCommitter {
                 for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
                 return rows;
               });
+      if (enqueues && kind !== 'moving') this.store.outboxCommitted();
       // A statement in a unit of work is counted as that unit of work (the store's transactions).
       if (kind !== 'moving') this.statements++;
       this.writes += batch.length;

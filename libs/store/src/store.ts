@@ -13,8 +13,9 @@ import { verifyCaseLedger } from './ledgerVerify.js';
 import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { noopStoreMetrics } from './metrics.js';
+import { onOutboxCommitted, outboxCommitted } from './outboxWake.js';
 import { INBOX_KEY, insertDeadLetter, insertInbox, selectInbox } from './sql/inbox.js';
-import { selectLedger } from './sql/ledger.js';
+import { selectLedger, selectLedgerHeads } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
 import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
 import type { OutboxRow } from './sql/outbox.js';
@@ -61,13 +62,15 @@ export class Store {
   /** A unit of work; a failure `recordedAlready` recognises is counted as 'duplicate', not 'rollback'. */
   private async transact<T>(fn: (uow: UnitOfWork) => Promise<T>, recordedAlready?: (err: unknown) => boolean): Promise<T> {
     const started = performance.now();
+    let uow: UnitOfWork | undefined;
     try {
       const result = await this.db.transaction(async (tx) => {
-        const uow = new UnitOfWork(tx, this.metrics);
-        const r = await fn(uow);
-        await uow.settleBeforeCommit();
+        const u = (uow = new UnitOfWork(tx, this.metrics));
+        const r = await fn(u);
+        await u.settleBeforeCommit();
         return r;
       });
+      if (uow?.enqueued === true) outboxCommitted(this.db);
       this.metrics.transaction('commit', (performance.now() - started) / 1000);
       return result;
     } catch (err) {
@@ -132,6 +135,13 @@ export class Store {
     return (await this.db.query<LedgerRow>(selectLedger(caseId, afterSeq, limit))).rows;
   }
 
+  /** The last sequence of each named case's ledger (0: no record yet; absent: no such case). */
+  async ledgerHeads(caseIds: readonly string[]): Promise<Map<string, number>> {
+    if (caseIds.length === 0) return new Map();
+    const { rows } = await this.db.query<{ case_id: string; seq: string | number }>(selectLedgerHeads(caseIds));
+    return new Map(rows.map((r) => [r.case_id, Number(r.seq)]));
+  }
+
   /**
    * Recomputes the whole chain of a case (any edited, removed or reordered row fails it) and its
    * head, read in one snapshot (ledgerVerify.ts): appends racing the check never look like a broken head.
@@ -165,8 +175,21 @@ export class Store {
     return { pending: rows[0]?.pending ?? 0, lagSeconds: rows[0]?.lag_seconds ?? 0 };
   }
 
-  /** Wakes `onWake` after any committed unit of work that enqueued a message. */
-  listenOutbox(onWake: () => void): Promise<() => Promise<void>> {
-    return this.db.listen(OUTBOX_CHANNEL, () => onWake());
+  /**
+   * Wakes `onWake` after any committed unit of work or journal statement that enqueued a
+   * message: one of this process directly, another process's by LISTEN (outboxWake.ts).
+   */
+  async listenOutbox(onWake: () => void): Promise<() => Promise<void>> {
+    const unlisten = await this.db.listen(OUTBOX_CHANNEL, () => onWake());
+    const local = onOutboxCommitted(this.db, onWake);
+    return async () => {
+      local();
+      await unlisten();
+    };
+  }
+
+  /** Wakes the relays after a commit made outside a unit of work wrote outbox rows (outboxWake.ts). */
+  outboxCommitted(): void {
+    outboxCommitted(this.db);
   }
 }

@@ -15,7 +15,7 @@ import { lockHeldFence } from './sql/journal.js';
 import { updateInboxDisposition } from './sql/inbox.js';
 import { appendLedgerRecord, appendLedgerRecords, insertLedgerGenesis, lockLedgerHeadForAppend } from './sql/ledger.js';
 import type { LedgerAppendResult, LedgerHeadForAppend } from './sql/ledger.js';
-import { insertOutbox, notifyOutbox } from './sql/outbox.js';
+import { insertOutbox } from './sql/outbox.js';
 import { insertPaperRevision, upsertPaper } from './sql/papers.js';
 import { insertTask, lockFence, transitionTask } from './sql/tasks.js';
 import type { TaskTransition } from './sql/tasks.js';
@@ -58,7 +58,7 @@ const MAX_LEDGER_RETRIES = 20;
 
 export class UnitOfWork {
   private readonly fences = new Set<string>();
-  private notified = false;
+  private wroteOutbox = false;
   /** Items collected for one statement at COMMIT, by key, in registration order (collectForCommit). */
   private readonly atCommit = new Map<string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }>();
 
@@ -83,6 +83,16 @@ export class UnitOfWork {
       this.atCommit.delete(key);
       await slot.flush(slot.items);
     }
+  }
+
+  /** Outbox rows were written by this unit of work: the store wakes the relays after its COMMIT. */
+  outboxWritten(): void {
+    this.wroteOutbox = true;
+  }
+
+  /** Whether the relays are to be woken once this unit of work committed (Store.unitOfWork). */
+  get enqueued(): boolean {
+    return this.wroteOutbox;
   }
 
   /** Raw statement inside this transaction, for handler-specific SQL. */
@@ -144,16 +154,13 @@ export class UnitOfWork {
   }
 
   /**
-   * Queues a message for the relay. With a fence, a stale worker cannot enqueue. The NOTIFY is
-   * delivered by Postgres only at COMMIT, so the relay never sees an uncommitted row.
+   * Queues a message for the relay. With a fence, a stale worker cannot enqueue. The relays are
+   * woken after COMMIT, never inside the transaction (outboxWake.ts).
    */
   async enqueue(msg: OutgoingMessage, body: Uint8Array, opts: { routingKey?: string; fence?: FenceToken } = {}): Promise<void> {
     if (opts.fence) await this.requireFence(opts.fence, 'enqueue');
     await this.tx.query(insertOutbox({ messageId: msg.id, type: msg.type, routingKey: opts.routingKey ?? msg.type, caseId: msg.caseId, body, traceparent: msg.traceparent ?? null }));
-    if (!this.notified) {
-      await this.tx.query(notifyOutbox());
-      this.notified = true;
-    }
+    this.outboxWritten();
   }
 
   async setInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Promise<void> {

@@ -22,46 +22,9 @@ import { createPgDb } from '../src/pg.js';
 import { migrate } from '../src/migrate.js';
 import { Store } from '../src/store.js';
 import { claimTask } from '../src/tasks.js';
-import type { Db, Queryable, Sql } from '../src/db.js';
-import { seedCase } from './helpers.js';
-
-interface Logged {
-  /** The transaction it ran in (null: a statement of its own; 'deferred': through queryDeferred). */
-  readonly tx: number | null | 'deferred';
-  readonly text: string;
-  readonly name: string | undefined;
-  readonly values: readonly unknown[] | undefined;
-}
-
-function recording(inner: Db): { db: Db; log: Logged[] } {
-  const log: Logged[] = [];
-  let txs = 0;
-  const db: Db = {
-    query: (q: Sql) => {
-      log.push({ tx: null, text: q.text, name: q.name, values: q.values });
-      return inner.query(q);
-    },
-    queryDeferred: (q: Sql) => {
-      log.push({ tx: 'deferred', text: q.text, name: q.name, values: q.values });
-      return inner.queryDeferred(q);
-    },
-    transaction: (fn) =>
-      inner.transaction((tx) => {
-        const id = ++txs;
-        const q: Queryable = {
-          query: (s: Sql) => {
-            log.push({ tx: id, text: s.text, name: s.name, values: s.values });
-            return tx.query(s);
-          },
-        };
-        return fn(q);
-      }),
-    listen: (c, f) => inner.listen(c, f),
-    ping: () => inner.ping(),
-    close: () => inner.close(),
-  };
-  return { db, log };
-}
+import type { Db, Sql } from '../src/db.js';
+import { recording, seedCase } from './helpers.js';
+import type { Logged } from './helpers.js';
 
 const isJournal = (l: Logged) => l.name?.startsWith('ev_write_journals') === true;
 

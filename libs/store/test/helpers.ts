@@ -3,6 +3,7 @@ import { createPgDb } from '../src/pg.js';
 import { migrate } from '../src/migrate.js';
 import { Store } from '../src/store.js';
 import type { StoreMetrics } from '../src/metrics.js';
+import type { Db, Queryable, Sql } from '../src/db.js';
 
 export interface TestStore {
   store: Store;
@@ -27,4 +28,43 @@ export async function seedCase(store: Store, originKey = `origin-${Math.random()
     const taskId = await uow.createTask({ caseId, profile: 'root' });
     return { caseId, taskId };
   });
+}
+
+export interface Logged {
+  /** The transaction it ran in (null: a statement of its own; 'deferred': through queryDeferred). */
+  readonly tx: number | null | 'deferred';
+  readonly text: string;
+  readonly name: string | undefined;
+  readonly values: readonly unknown[] | undefined;
+}
+
+/** The statements a Db runs, in order, with the transaction each ran in (a seam for tests, not the thing under test). */
+export function recording(inner: Db): { db: Db; log: Logged[] } {
+  const log: Logged[] = [];
+  let txs = 0;
+  const db: Db = {
+    query: (q: Sql) => {
+      log.push({ tx: null, text: q.text, name: q.name, values: q.values });
+      return inner.query(q);
+    },
+    queryDeferred: (q: Sql) => {
+      log.push({ tx: 'deferred', text: q.text, name: q.name, values: q.values });
+      return inner.queryDeferred(q);
+    },
+    transaction: (fn) =>
+      inner.transaction((tx) => {
+        const id = ++txs;
+        const q: Queryable = {
+          query: (s: Sql) => {
+            log.push({ tx: id, text: s.text, name: s.name, values: s.values });
+            return tx.query(s);
+          },
+        };
+        return fn(q);
+      }),
+    listen: (c, f) => inner.listen(c, f),
+    ping: () => inner.ping(),
+    close: () => inner.close(),
+  };
+  return { db, log };
 }

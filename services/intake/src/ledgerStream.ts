@@ -7,23 +7,20 @@
  *
  * No gap, no duplicate: every read is `seq > last sent ORDER BY seq` from the table, and a
  * case's appends are serialised on its ledger head row (FOR UPDATE until COMMIT), so seq N+1
- * never becomes visible before seq N. The wake-up is a reference, never the record: the
- * `everdict_ledger` NOTIFY (migration 0017's trigger, payload = case id) or, should the
- * listener be down, the poll; either only triggers the next read.
+ * never becomes visible before seq N. The wake-up is a reference, never the record: the feed
+ * seeing the case's ledger head move (LedgerFeed) or the stream's own poll; either only
+ * triggers the next read.
  * Ownership is the router's: a case the principal may not see is a 404 before anything streams.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { integerParam } from '@everdict/http-api';
-import type { Db, Store } from '@everdict/store';
+import type { Store } from '@everdict/store';
 import { ledgerEntryView } from './views.js';
-
-/** Postgres channel of committed ledger rows (migration 0017); payload: the case id. */
-export const LEDGER_CHANNEL = 'everdict_ledger';
 
 const PAGE = 500;
 
 export interface LedgerStreamTiming {
-  /** Reads the table this often even without a NOTIFY (default 2000 ms). */
+  /** Reads the table this often even without a wake-up from the feed (default 2000 ms). */
   readonly pollMs: number;
   /** `: keepalive` comment this often, for proxies that close silent connections (default 15000 ms). */
   readonly heartbeatMs: number;
@@ -31,18 +28,45 @@ export interface LedgerStreamTiming {
 
 export const DEFAULT_LEDGER_STREAM_TIMING: LedgerStreamTiming = { pollMs: 2000, heartbeatMs: 15_000 };
 
+/** How often a feed reads the heads of the cases its streams follow (LedgerFeed). */
+export const DEFAULT_LEDGER_FEED_POLL_MS = 200;
+
 /**
- * One LISTEN per process for every open stream: notifications fan out by case id. Without a
- * working listener the streams still advance on their poll.
+ * One watcher per process for every open stream: every `pollMs`, while any stream is open, ONE
+ * indexed read of `ledger_heads` for the cases followed; a case whose head moved wakes its
+ * streams. Writers pay nothing for it (migration 0024 removed the per-row NOTIFY: every turn
+ * commit took Postgres's cluster-wide NOTIFY lock across its WAL flush). A head seen for the
+ * first time wakes too, so an append between a stream's first read and the feed's first look
+ * is not left to the stream's own poll. A failed read is skipped: the streams' poll covers it.
  */
 export class LedgerFeed {
   private readonly subscribers = new Map<string, Set<() => void>>();
-  private unlisten: (() => Promise<void>) | undefined;
+  private readonly heads = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private reading = false;
 
-  async start(db: Db): Promise<void> {
-    this.unlisten = await db.listen(LEDGER_CHANNEL, (caseId) => {
-      for (const wake of this.subscribers.get(caseId) ?? []) wake();
-    });
+  constructor(private readonly pollMs = DEFAULT_LEDGER_FEED_POLL_MS) {}
+
+  start(store: Store): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.look(store), this.pollMs);
+    this.timer.unref();
+  }
+
+  private async look(store: Store): Promise<void> {
+    if (this.reading || this.subscribers.size === 0) return;
+    this.reading = true;
+    try {
+      for (const [caseId, seq] of await store.ledgerHeads([...this.subscribers.keys()])) {
+        if (this.heads.get(caseId) === seq) continue;
+        this.heads.set(caseId, seq);
+        for (const wake of this.subscribers.get(caseId) ?? []) wake();
+      }
+    } catch {
+      // The database is away: the streams' reads fail or wait alike, and their poll retries.
+    } finally {
+      this.reading = false;
+    }
   }
 
   subscribe(caseId: string, wake: () => void): () => void {
@@ -51,7 +75,9 @@ export class LedgerFeed {
     set.add(wake);
     return () => {
       set.delete(wake);
-      if (set.size === 0) this.subscribers.delete(caseId);
+      if (set.size > 0) return;
+      this.subscribers.delete(caseId);
+      this.heads.delete(caseId);
     };
   }
 
@@ -62,9 +88,9 @@ export class LedgerFeed {
     return n;
   }
 
-  async stop(): Promise<void> {
-    await this.unlisten?.();
-    this.unlisten = undefined;
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
   }
 }
 
@@ -151,7 +177,7 @@ export async function streamLedger(req: IncomingMessage, res: ServerResponse, o:
         wake = undefined;
         if (closed) break;
       }
-      // Cleared BEFORE the read: a NOTIFY that lands during it makes the loop read again.
+      // Cleared BEFORE the read: a wake-up that lands during it makes the loop read again.
       dirty = false;
       const rows = await o.store.readLedger(o.caseId, last, PAGE);
       for (const r of rows) {

@@ -88,15 +88,11 @@ export async function startIntake(ctx: ServiceContext, substrate: Substrate, fle
   const probe = opts.amqpUrl ? queueDepthProbe(opts.amqpUrl, substrate.transport.topology) : undefined;
   if (probe) ctx.onShutdown('queue depth probe', () => probe.close());
 
-  // The operator console (issue 14): live ledger streams wake on one LISTEN per process; without
-  // it they still advance on their poll. Dead letters are read from the broker's .dead queues.
+  // The operator console (issue 14): live ledger streams wake on one feed per process watching
+  // the heads of the cases they follow. Dead letters are read from the broker's .dead queues.
   const ledgerFeed = new LedgerFeed();
-  try {
-    await ledgerFeed.start(substrate.store.db);
-    ctx.onShutdown('ledger feed', () => ledgerFeed.stop());
-  } catch (err) {
-    ctx.logger.warn({ err: err instanceof Error ? err.message : String(err) }, 'ledger LISTEN unavailable; live ledger streams poll');
-  }
+  ledgerFeed.start(substrate.store);
+  ctx.onShutdown('ledger feed', () => ledgerFeed.stop());
   const deadLetters = opts.amqpUrl ? new DeadLetterBroker(opts.amqpUrl, substrate.transport.topology) : undefined;
   if (deadLetters) ctx.onShutdown('dead-letter broker', () => deadLetters.close());
   const pruning = setInterval(() => void pruneWebSessions(substrate.store.db).catch(() => undefined), 3_600_000);

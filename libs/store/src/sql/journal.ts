@@ -12,7 +12,6 @@ import type { Sql } from '../db.js';
 import type { ModelCallCost } from '../costs.js';
 import type { ChainedRecord } from '../ledgerHash.js';
 import type { HistoryBlock } from '../history.js';
-import { OUTBOX_CHANNEL } from './outbox.js';
 
 /** One paper written as its first (and only) revision. Names are unique per case. */
 export interface NewPaper {
@@ -203,7 +202,7 @@ export interface WriteJournalsOptions {
  * never overwrite a settled call (except a failed model call, which produced no response);
  * intents never replace an existing one — neither does a withheld call inserted settled, so a
  * journal row already under its key stays the answer. A part may also release its lease (a transition) and
- * enqueue outbox rows; the relay is notified at COMMIT, as UnitOfWork.enqueue does.
+ * enqueue outbox rows; the caller wakes the relays once the statement committed (outboxWake.ts).
  *
  * Paper and outbox bytes travel in ONE binary bytea parameter ($2: every paper's and outbox
  * row's bytes back to back; the JSON batch names each one's offset and length): the driver sends
@@ -433,10 +432,6 @@ export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJou
                 JOIN go USING (idx)
               RETURNING seq
             )`,
-          // A SELECT in WITH runs only if referenced: the final query reads `notified`.
-          `notified AS (
-              SELECT count(pg_notify('${OUTBOX_CHANNEL}', '')) AS n FROM (SELECT 1 FROM o_ins LIMIT 1) z
-            )`,
         ]
       : []),
   ];
@@ -447,7 +442,7 @@ export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJou
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,
                    ${has.i ? '(SELECT count(*) FROM c_ins WHERE c_ins.task_id = t.task_id)::int' : '0'} AS inserted,
-                   f.cancel_requested, f.row_version${has.o ? ', (SELECT n FROM notified) AS notified' : ''}${has.C ? ', cs.case_state, cs.case_state_reason' : ''}
+                   f.cancel_requested, f.row_version${has.C ? ', cs.case_state, cs.case_state_reason' : ''}
               FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx)${has.C ? ' LEFT JOIN cs ON cs.case_id = go.case_id' : ''}
              ORDER BY t.idx`,
     // $2 (the bytes) is a parameter only of the shapes that have papers or outbox rows.

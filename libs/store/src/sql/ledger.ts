@@ -17,6 +17,11 @@ export function selectLedgerHead(caseId: string): Sql {
   return { name: 'ev_ledger_head', text: 'SELECT seq, hash FROM ledger_heads WHERE case_id = $1::uuid', values: [caseId] };
 }
 
+/** The heads of several cases (a live-ledger feed's poll); an unknown case has no row. */
+export function selectLedgerHeads(caseIds: readonly string[]): Sql {
+  return { name: 'ev_ledger_heads', text: 'SELECT case_id::text AS case_id, seq FROM ledger_heads WHERE case_id = ANY($1::uuid[])', values: [caseIds] };
+}
+
 /** Head row, locked for the rest of the unit of work: one appender per case at a time. */
 export function lockLedgerHead(caseId: string): Sql {
   return { name: 'ev_lock_ledger_head', text: 'SELECT seq, hash FROM ledger_heads WHERE case_id = $1::uuid FOR UPDATE', values: [caseId] };
