@@ -52,13 +52,18 @@ class SseClient {
   readonly done: Promise<void>;
   /** The server ended the response properly (not a dropped connection, not our abort). */
   endedCleanly = false;
+  /** Why the request or the stream failed (our own abort included), if it did. */
+  failure: string | undefined;
 
   constructor(url: string, headers: Record<string, string>) {
     this.done = this.run(url, headers).then(
       () => {
         this.endedCleanly = true;
       },
-      () => undefined,
+      (err: unknown) => {
+        this.failure = err instanceof Error ? `${err.message}${err.cause instanceof Error ? ` (${err.cause.message})` : ''}` : String(err);
+        this.notify();
+      },
     );
   }
 
@@ -106,7 +111,7 @@ class SseClient {
     const deadline = Date.now() + ms;
     while (!pred()) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`SSE condition not met within ${ms} ms (${this.events.length} events)`);
+      if (left <= 0) throw new Error(`SSE condition not met within ${ms} ms (${this.events.length} events, status ${this.status}${this.failure ? `, failed: ${this.failure}` : ''})`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, 250));
         this.waiters.push(() => {
