@@ -62,15 +62,15 @@ export class Store {
   /** A unit of work; a failure `recordedAlready` recognises is counted as 'duplicate', not 'rollback'. */
   private async transact<T>(fn: (uow: UnitOfWork) => Promise<T>, recordedAlready?: (err: unknown) => boolean): Promise<T> {
     const started = performance.now();
-    let uow: UnitOfWork | undefined;
     try {
-      const result = await this.db.transaction(async (tx) => {
-        const u = (uow = new UnitOfWork(tx, this.metrics));
-        const r = await fn(u);
-        await u.settleBeforeCommit();
-        return r;
+      const [result, enqueued] = await this.db.transaction(async (tx) => {
+        const uow = new UnitOfWork(tx, this.metrics);
+        const r = await fn(uow);
+        await uow.settleBeforeCommit();
+        return [r, uow.enqueued] as const;
       });
-      if (uow?.enqueued === true) outboxCommitted(this.db);
+      // After the COMMIT returned, never inside it (outboxWake.ts).
+      if (enqueued) outboxCommitted(this.db);
       this.metrics.transaction('commit', (performance.now() - started) / 1000);
       return result;
     } catch (err) {

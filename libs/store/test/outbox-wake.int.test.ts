@@ -51,6 +51,13 @@ describe('outbox wake-up after COMMIT', () => {
 
   const outboxRows = async (messageId: string) => (await other.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM outbox_messages WHERE message_id = $1::uuid', values: [messageId] })).rows[0]!.n;
 
+  /** Lets earlier notifications arrive, then forgets them and the statements logged so far. */
+  const settled = async () => {
+    await sleep(200);
+    heard.length = 0;
+    log.length = 0;
+  };
+
   /** A relay of this process: counts its wake-ups and, at each, whether the row is committed (read by the other pool). */
   async function localRelay(messageId: () => string) {
     const wakes: Promise<number>[] = [];
@@ -65,9 +72,7 @@ describe('outbox wake-up after COMMIT', () => {
     let current = newId();
     const relay = await localRelay(() => current);
     try {
-      await sleep(200);
-      heard.length = 0;
-      log.length = 0;
+      await settled();
       await store.unitOfWork((uow) => uow.enqueue({ id: current, type: 'task.runnable', caseId }, Buffer.from('m1')));
       // Woken when the unit of work returned, not later; the row it wakes for is committed.
       expect(relay.wakes).toHaveLength(1);
@@ -98,9 +103,7 @@ describe('outbox wake-up after COMMIT', () => {
     const messageId = newId();
     const relay = await localRelay(() => messageId);
     try {
-      await sleep(200);
-      heard.length = 0;
-      log.length = 0;
+      await settled();
       const finish: TurnWrite = {
         papers: [newPaper({ kind: 'artefact', name: 'finish', schemaId: 'test.v1', bytes: Buffer.from('done') })],
         completions: [],
@@ -122,9 +125,7 @@ describe('outbox wake-up after COMMIT', () => {
 
   it('with no relay in the process, the commit wakes the other processes by a NOTIFY sent after it, on a session that waits for no flush', async () => {
     const { caseId } = await seedCase(store);
-    await sleep(200);
-    heard.length = 0;
-    log.length = 0;
+    await settled();
     await store.unitOfWork((uow) => uow.enqueue({ id: newId(), type: 'task.runnable', caseId }, Buffer.from('m3')));
     for (let i = 0; i < 100 && heard.length === 0; i++) await sleep(20);
     expect(heard.length).toBeGreaterThanOrEqual(1);
