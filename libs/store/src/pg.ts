@@ -74,13 +74,14 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
   // Deferred-durability statements run on sessions of their own that commit with
   // `synchronous_commit = off`: one round trip per statement, where a transaction on the main
   // pool with SET LOCAL takes three (BEGIN + SET, the statement, COMMIT). Opened on first use;
-  // two connections, as many as the group committer has statements in flight.
+  // three connections: as many as the group committer has statements in flight, and the
+  // outbox relay's one (a relay's claim, mark and release run one after another).
   let deferredPool: pg.Pool | undefined;
   const deferred = (): Queryable => {
     if (deferredPool === undefined) {
       deferredPool = new pg.Pool({
         connectionString,
-        max: 2,
+        max: 3,
         application_name: `${opts.applicationName ?? 'everdict'}-deferred`,
         statement_timeout: opts.statementTimeoutMs ?? 30_000,
         options: '-c synchronous_commit=off',

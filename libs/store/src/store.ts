@@ -157,17 +157,25 @@ export class Store {
 
   // --- outbox relay ---------------------------------------------------------------------
 
+  // The relay's claims, marks and releases commit without waiting for the WAL flush
+  // (Db.queryDeferred): each is visible to every other relay the moment it commits, which is
+  // all the exclusion between relays needs, and one a Postgres crash loses only makes a row
+  // publishable again — a message published twice, which delivery is built for (at least once,
+  // the consumers' inbox drops the duplicate), exactly as after a relay that died between the
+  // broker's confirm and its mark. They are a third of a turn-worker's commits under load; as
+  // synchronous commits each would wait for a flush and queue the turns' flushes behind it.
+
   /** With `producers`, only rows whose envelope's sender.service is one of them (what this relay may publish as). */
   claimOutbox(relay: string, limit: number, leaseMs: number, producers?: readonly string[]): Promise<OutboxRow[]> {
-    return this.db.query<OutboxRow>(claimOutbox(relay, limit, leaseMs, producers)).then((r) => r.rows);
+    return this.db.queryDeferred<OutboxRow>(claimOutbox(relay, limit, leaseMs, producers)).then((r) => r.rows);
   }
 
   async markPublished(seqs: readonly number[]): Promise<void> {
-    if (seqs.length) await this.db.query(markPublished(seqs));
+    if (seqs.length) await this.db.queryDeferred(markPublished(seqs));
   }
 
   async releaseOutbox(seqs: readonly number[]): Promise<void> {
-    if (seqs.length) await this.db.query(releaseOutbox(seqs));
+    if (seqs.length) await this.db.queryDeferred(releaseOutbox(seqs));
   }
 
   async outboxLag(): Promise<{ pending: number; lagSeconds: number }> {

@@ -136,4 +136,29 @@ describe('outbox wake-up after COMMIT', () => {
     const lastOfTx = log.findLastIndex((l) => typeof l.tx === 'number');
     expect(log.indexOf(sent[0]!)).toBeGreaterThan(lastOfTx);
   });
+
+  it("the relay's claim, mark and release commit on that session too, each visible to every other relay the moment it returns", async () => {
+    const { caseId } = await seedCase(store);
+    const messageId = newId();
+    await store.unitOfWork((uow) => uow.enqueue({ id: messageId, type: 'task.runnable', caseId }, Buffer.from('m4')));
+    await settled();
+    const otherStore = new Store(other);
+    const row = async () =>
+      (await other.query<{ claimed_by: string | null; published: boolean }>({ text: 'SELECT claimed_by, published_at IS NOT NULL AS published FROM outbox_messages WHERE message_id = $1::uuid', values: [messageId] })).rows[0]!;
+
+    const claimed = await store.claimOutbox('relay-a', 10, 60_000);
+    const seq = claimed.find((r) => r.message_id === messageId)!.seq;
+    expect(await row()).toEqual({ claimed_by: 'relay-a', published: false });
+    // Another relay sees the claim at once and takes nothing of it.
+    expect((await otherStore.claimOutbox('relay-b', 10, 60_000)).map((r) => r.message_id)).not.toContain(messageId);
+
+    await store.releaseOutbox([Number(seq)]);
+    const again = await otherStore.claimOutbox('relay-b', 10, 60_000);
+    expect(again.map((r) => r.message_id)).toContain(messageId);
+    await store.markPublished([Number(seq)]);
+    expect(await row()).toEqual({ claimed_by: 'relay-b', published: true });
+
+    const relayStatements = log.filter((l) => /outbox_messages/.test(l.text));
+    expect(relayStatements.map((l) => l.tx)).toEqual(['deferred', 'deferred', 'deferred']);
+  });
 });
