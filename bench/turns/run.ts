@@ -14,6 +14,8 @@
  *   half      the same agents arriving open-loop at half of the peak turn rate, after BENCH_WARMUP
  *             (400) agents at that rate: overhead p50/p99
  *   live      one worker holding every agent live at once (slow tool): its RSS
+ *   machine   before the first phase and after the last: each CPU's speed and a synchronous
+ *             commit's latency at that moment (machine.ts) — what the run's figures drifted with
  *   history   (only when named) long histories: BENCH_HISTORY_AGENTS (50) agents of
  *             BENCH_HISTORY_TURNS (100) turns, each turn's tool result a distinct 2 KB: stored
  *             bytes and worker CPU per turn early vs late, stored bytes per agent (history.ts)
@@ -45,6 +47,7 @@ import type { Sql } from '@everdict/store';
 import { outboxRow } from '../../services/turn-worker/src/envelopes.js';
 import { backendCpu, everdictStartArgs, freePort } from '@everdict/testkit';
 import { runHistory } from './history.js';
+import { probeMachine } from './machine.js';
 
 const REPO = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 /** The peers' runner (DBOS, LangGraph on the same workload); it lives beside the clone, not in it. */
@@ -411,6 +414,7 @@ if (process.env.BENCH_SOURCE !== '1') {
 
 const results: Record<string, Record<string, unknown>> = {};
 const peaks: Record<string, unknown>[] = [];
+print(await probeMachine(DATABASE_URL, 'before'));
 if (PHASES.has('peak')) {
   for (const n of WORKER_COUNTS) {
     const r = await runPhase(`peak${n}`, 'peak', null, n);
@@ -470,3 +474,4 @@ if (PHASES.has('live')) {
 if (PHASES.has('history')) {
   print(await runHistory({ environment, startWorker, stopWorker, amqpUrl: AMQP_URL }));
 }
+print(await probeMachine(DATABASE_URL, 'after'));
