@@ -162,8 +162,8 @@ export class Store {
   // all the exclusion between relays needs, and one a Postgres crash loses only makes a row
   // publishable again — a message published twice, which delivery is built for (at least once,
   // the consumers' inbox drops the duplicate), exactly as after a relay that died between the
-  // broker's confirm and its mark. They are a third of a turn-worker's commits under load; as
-  // synchronous commits each would wait for a flush and queue the turns' flushes behind it.
+  // broker's confirm and its mark. They are over a quarter of a turn-worker's commits under
+  // load; as synchronous commits each would wait for a flush and queue the turns' behind it.
 
   /** With `producers`, only rows whose envelope's sender.service is one of them (what this relay may publish as). */
   claimOutbox(relay: string, limit: number, leaseMs: number, producers?: readonly string[]): Promise<OutboxRow[]> {
