@@ -58,6 +58,13 @@ describe('outbox wake-up after COMMIT', () => {
     log.length = 0;
   };
 
+  /** Waits for any NOTIFY to arrive, then asserts none was sent and the other process heard none. */
+  const nobodyNotified = async () => {
+    await sleep(300);
+    expect(notifies(log)).toEqual([]);
+    expect(heard).toEqual([]);
+  };
+
   /** A relay of this process: counts its wake-ups and, at each, whether the row is committed (read by the other pool). */
   async function localRelay(messageId: () => string) {
     const wakes: Promise<number>[] = [];
@@ -88,9 +95,7 @@ describe('outbox wake-up after COMMIT', () => {
       ).rejects.toThrow('handler failed');
       expect(relay.wakes).toHaveLength(1);
 
-      await sleep(300);
-      expect(notifies(log)).toEqual([]);
-      expect(heard).toEqual([]);
+      await nobodyNotified();
     } finally {
       await relay.stop();
     }
@@ -115,9 +120,7 @@ describe('outbox wake-up after COMMIT', () => {
       await new JournalCommitter(store).write(claim.token, caseId, finish, null);
       expect(relay.wakes).toHaveLength(1);
       expect(await relay.wakes[0]).toBe(1);
-      await sleep(300);
-      expect(notifies(log)).toEqual([]);
-      expect(heard).toEqual([]);
+      await nobodyNotified();
     } finally {
       await relay.stop();
     }
