@@ -223,7 +223,7 @@ export async function dispatchActions(
       if (rec.outcome === 'ok' || rec.outcome === 'tool_error') executed++;
       const isError = outcomeIsError(rec.outcome);
       events.push({ type: 'tool_result', turn: state.turn, callId, ordinal: slot.ordinal, tool: slot.action.tool, isError, outcome: rec.outcome, refusal: rec.refusal, replayed, offloadedRef: rec.offloadedRef });
-      messages.push({ role: 'tool', callId: slot.action.callId, name: slot.action.tool, content: rec.content, isError });
+      messages.push({ callId: slot.action.callId, content: rec.content, isError, name: slot.action.tool, role: 'tool' }); // keys in JCS order (canonicalised once, in one pass)
     });
   }
   return { state: current, messages, executed, deferredChildren };

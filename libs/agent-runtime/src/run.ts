@@ -41,7 +41,7 @@ export function resumeRun(state: RunState, wakeNote?: string): RunState {
     ...state,
     settlement: null,
     wait: null,
-    messages: wakeNote === undefined ? state.messages : [...state.messages, { role: 'user', content: wakeNote }],
+    messages: wakeNote === undefined ? state.messages : [...state.messages, { content: wakeNote, role: 'user' }],
   };
 }
 

@@ -115,16 +115,18 @@ export interface RunContext {
 
 /** A fresh run: the objective is the first user message; usage counts from zero (K4). */
 export function initialRunState(taskId: string, objective: string): RunState {
+  // Keys in canonical (RFC 8785) order: every later state is a spread of this one, which keeps
+  // the order, and the checkpoint canonicalises it every turn (one JSON.stringify pass when in order).
   return {
-    taskId,
-    turn: 0,
-    objective,
-    messages: [{ role: 'user', content: objective }],
-    todos: [],
-    plan: null,
-    wait: null,
     children: [],
-    usage: ZERO_USAGE,
+    messages: [{ content: objective, role: 'user' }],
+    objective,
+    plan: null,
     settlement: null,
+    taskId,
+    todos: [],
+    turn: 0,
+    usage: ZERO_USAGE,
+    wait: null,
   };
 }

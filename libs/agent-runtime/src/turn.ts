@@ -92,7 +92,7 @@ export async function runTurn(deps: KernelDeps, ctx: RunContext, state: RunState
   const measured = reply.usage.inputTokens !== null && reply.usage.outputTokens !== null;
   let next: RunState = {
     ...state,
-    messages: [...state.messages, { role: 'assistant', content: reply.output.text, toolCalls: reply.output.toolCalls }],
+    messages: [...state.messages, { content: reply.output.text, role: 'assistant', toolCalls: reply.output.toolCalls }], // keys in JCS order
     usage: {
       ...state.usage,
       turns: state.usage.turns + 1,

@@ -25,7 +25,9 @@ export interface BudgetUsage {
   readonly activeMs: number;
 }
 
-export const ZERO_USAGE: BudgetUsage = Object.freeze({ turns: 0, toolCalls: 0, measuredTokens: 0, unmeasuredModelCalls: 0, activeMs: 0 });
+// Keys in canonical (RFC 8785) order: usage is copied turn to turn by spreads, which keep this
+// order, into the checkpointed state the hot path canonicalises in one pass (jcs.ts).
+export const ZERO_USAGE: BudgetUsage = Object.freeze({ activeMs: 0, measuredTokens: 0, toolCalls: 0, turns: 0, unmeasuredModelCalls: 0 });
 
 export const BUDGET_DIMENSIONS = ['turns', 'toolCalls', 'tokens', 'activeMinutes'] as const;
 export type BudgetDimension = (typeof BUDGET_DIMENSIONS)[number];

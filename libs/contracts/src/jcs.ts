@@ -160,6 +160,36 @@ function inOrder(value: unknown, depth: number): boolean {
   return true;
 }
 
+/** A key JavaScript orders before every other (an array index): a plain object cannot hold it in JCS order. */
+const INDEX_KEY = /^(0|[1-9][0-9]*)$/;
+
+/**
+ * `value` with the keys of every plain object in JCS order, so that `jcs` writes it in one
+ * JSON.stringify pass (see the header): the same value when it is in order already, else a copy
+ * of the objects out of order (subtrees already in order are shared, not copied). Anything the
+ * fast path cannot take as it is (an array index as a key, toJSON, a class instance, a value
+ * JSON writes differently) is left as it is; `jcs` then writes that part member by member, as
+ * before. Meant for a document written many times over (a task's pinned context, once per
+ * activation, in every checkpoint of it): the copy costs less than writing it out of order.
+ */
+export function inCanonicalOrder<T>(value: T): T {
+  return ordered(value, 0);
+}
+
+function ordered<T>(value: T, depth: number): T {
+  // Past IN_ORDER_DEPTH (or round a cycle) nothing is copied: `jcs` writes it, and refuses a cycle.
+  if (value === null || typeof value !== 'object' || depth >= IN_ORDER_DEPTH || inOrder(value, 0)) return value;
+  if (Array.isArray(value)) return value.map((v: unknown) => ordered(v, depth + 1)) as T;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return value;
+  const keys = Object.keys(value);
+  if (keys.some((k) => INDEX_KEY.test(k))) return value;
+  sortKeys(keys);
+  const out: Record<string, unknown> = {};
+  for (const k of keys) out[k] = ordered((value as Record<string, unknown>)[k], depth + 1);
+  return out as T;
+}
+
 /**
  * RFC 8785 canonical form of a JSON value; undefined for a value with no JSON form at the top
  * (undefined, a symbol, a function), like JSON.stringify.

@@ -1,6 +1,6 @@
 import canonicalize from 'canonicalize';
 import { describe, expect, it } from 'vitest';
-import { jcs } from '../src/jcs.js';
+import { inCanonicalOrder, jcs } from '../src/jcs.js';
 
 /** A deterministic generator (mulberry32), so a failure names a reproducible seed. */
 function rng(seed: number): () => number {
@@ -120,5 +120,29 @@ describe('jcs (the canonicalJson engine)', () => {
   it('shares an object that appears twice without calling it circular', () => {
     const shared = { x: 1 };
     expect(jcs({ a: shared, b: [shared, shared] })).toBe('{"a":{"x":1},"b":[{"x":1},{"x":1}]}');
+  });
+
+  it('inCanonicalOrder: the same document in JCS key order, written in one pass, byte for byte the same', () => {
+    for (let seed = 1; seed <= 3000; seed++) {
+      const doc = value(rng(seed), 5);
+      const ordered = inCanonicalOrder(doc);
+      expect(jcs(ordered), `seed ${seed}`).toBe(jcs(doc));
+    }
+    const unsorted = { z: true, b: { c: [1, { e: 'x', d: null }] }, a: 1 };
+    const ordered = inCanonicalOrder(unsorted);
+    expect(Object.keys(ordered)).toEqual(['a', 'b', 'z']);
+    expect(JSON.stringify(ordered)).toBe(canonicalize(unsorted));
+    // In order already: the very same object; a subtree in order is shared, not copied.
+    const sorted = { a: 1, b: { c: 2 } };
+    expect(inCanonicalOrder(sorted)).toBe(sorted);
+    const mixed = { z: 1, a: sorted };
+    expect(inCanonicalOrder(mixed).a).toBe(sorted);
+    // What a plain object cannot hold in order is left as it is (jcs writes it member by member).
+    const indexed = { '10': 'a', '9': 'b' };
+    expect(inCanonicalOrder(indexed)).toBe(indexed);
+    // A cycle is left for jcs to refuse, not followed for ever.
+    const loop: Record<string, unknown> = { b: 1, a: 2 };
+    loop.self = loop;
+    expect(() => jcs(inCanonicalOrder(loop))).toThrow(/Circular/);
   });
 });

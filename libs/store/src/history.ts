@@ -22,7 +22,7 @@
  * itself (the caller marks a list durable once the write that carried it committed).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson, newId } from '@everdict/contracts';
+import { canonicalJson, newId, sha256Hex } from '@everdict/contracts';
 import type { NewPaper } from './sql/journal.js';
 
 export const HISTORY_MANIFEST_LAYOUT = 'history-manifest.v1';
@@ -112,7 +112,7 @@ export function tailBlock(after: string): HistoryBlock | null {
   const known = tails.get(after);
   if (known !== undefined) return known;
   const bytes = Buffer.from(after, 'utf8');
-  const block = { hash: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, prev: null, bytes };
+  const block = { hash: sha256Of(bytes), prev: null, bytes };
   if (tails.size >= TAILS_KEPT) tails.delete(tails.keys().next().value!);
   tails.set(after, block);
   return block;
@@ -251,7 +251,7 @@ export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly sp
 }
 
 function sha256Of(bytes: Buffer): string {
-  return `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+  return `sha256:${sha256Hex(bytes)}`;
 }
 
 /** A history block as stored: its spans manifest with its span blocks when it has spans, else itself. */

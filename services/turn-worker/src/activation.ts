@@ -6,7 +6,7 @@
  * between them — until the task settles, parks, or reaches the per-activation turn cap (then
  * it is released and re-queued). Whatever cannot be verified parks the task; nothing is guessed.
  */
-import { canonicalJson, isEverdictError, newId, unavailableConnector } from '@everdict/contracts';
+import { canonicalJson, inCanonicalOrder, isEverdictError, newId, unavailableConnector } from '@everdict/contracts';
 import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
 import { initialRunState, resumeRun } from '@everdict/agent-runtime';
 import type { CallRecord, RunContext, RunState } from '@everdict/agent-runtime';
@@ -196,7 +196,8 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     ...(host ?? { pending: { calls: [], gates: [], messages: [] }, paperHeads: {}, handleScopeCaseId: task.case_id, completedPlanSteps: [], decisions: [], summary: null, contextHash: null }),
     versions: view.versions,
     // Keys in canonical order: the state paper is hashed (canonicalJson writes it in one pass).
-    context: { depth: context.depth, envelope: context.envelope as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], tools: context.tools },
+    // The envelope comes from config or a jsonb column, whose key orders are not JCS's: put in order once here.
+    context: { depth: context.depth, envelope: inCanonicalOrder(context.envelope) as HostState['context']['envelope'], mode: context.mode as HostState['context']['mode'], tools: context.tools },
   };
   const runCtx = runContextOf(task.id, view, context);
   return {

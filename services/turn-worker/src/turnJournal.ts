@@ -24,8 +24,7 @@
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
  */
-import { createHash } from 'node:crypto';
-import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
+import { canonicalJson, EverdictError, newId, sha256Hex } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
@@ -129,7 +128,6 @@ function offloadedRefOf(response: unknown): string[] {
 }
 
 const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
-const sha256Of = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 /**
  * Whether two model request documents are the same request by construction: the same message
@@ -215,7 +213,7 @@ export class TurnJournal implements Journal {
     }
     const form = modelRequestDocument(this.scope.token.taskId, doc, this.scope.registry);
     this.lastRequest = { doc, form };
-    return form === null ? `sha256:${sha256Of(bytesOf(doc))}` : form.hash;
+    return form === null ? `sha256:${sha256Hex(bytesOf(doc))}` : form.hash;
   }
 
   async recordIntent(intent: CallIntent): Promise<CallRecord> {
