@@ -41,6 +41,7 @@ describe('parking, restore failures, budgets and route swaps', () => {
           flaky: { rootProfile: 'flaky', scope: { reads: 'all', writes: [], forbidden: [] } },
           compacting: { rootProfile: 'compact', scope: { reads: 'all', writes: [], forbidden: [] }, budget: { maxTurns: 6 } },
           careful: { rootProfile: 'careful', scope: { reads: 'all', writes: [], forbidden: [] } },
+          list: { rootProfile: 'worker', scope: { reads: 'all', writes: [], forbidden: [] } },
         },
         // A short activation cap: long runs are released and claimed again between turns.
         runtime: { leaseTtlMs: 1500, sweepIntervalMs: 150, providerBackoffMs: { initial: 300, max: 2000 }, turnsPerActivation: 3 },
@@ -213,6 +214,25 @@ describe('parking, restore failures, budgets and route swaps', () => {
     // Six turns under a cap of three per activation: released once and claimed again.
     const epochs = await fx.rows<{ fence_epoch: number }>('SELECT DISTINCT fence_epoch FROM turn_checkpoints WHERE task_id = $1 ORDER BY fence_epoch', [taskId]);
     expect(epochs.map((e) => e.fence_epoch)).toEqual([1, 2]);
+  });
+
+  it('a task released at its activation cap goes on, on this worker, from the state it holds: its checkpoint is not read back', async () => {
+    const held = await w.metric('everdict_task_restores_total', { from: 'held' });
+    const { caseId, taskId } = await fx.openCase('list', 'work through the list');
+    await eventually(async () => (await task(taskId)).state === 'done', { timeoutMs: 20_000, what: 'the list worked through' });
+    // Four turns under a cap of three: released once, claimed again, continued from the held state.
+    const cps = await fx.rows<{ turn: number; fence_epoch: number }>('SELECT turn, fence_epoch FROM turn_checkpoints WHERE task_id = $1 ORDER BY turn', [taskId]);
+    expect(cps.map((c) => [c.turn, c.fence_epoch])).toEqual([[1, 1], [2, 1], [3, 1], [4, 2]]);
+    expect(await w.metric('everdict_task_restores_total', { from: 'held' })).toBeGreaterThanOrEqual(held + 1);
+    // The run went on from exactly that state: the last checkpoint holds the whole conversation.
+    const last = (await fx.rows<{ bytes: Buffer }>(
+      `SELECT paper_document(r.paper_id, r.revision) AS bytes FROM turn_checkpoints k JOIN paper_revisions r ON r.paper_id = k.state_paper_id WHERE k.task_id = $1 AND k.turn = 4`,
+      [taskId],
+    ))[0]!;
+    const chat = (JSON.parse(last.bytes.toString('utf8')) as { chat: { role: string; content: string }[] }).chat;
+    expect(chat.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant', 'tool', 'assistant']);
+    expect(chat.at(-1)!.content).toBe('all pages read');
+    expect(await fx.store.verifyLedger(caseId)).toMatchObject({ ok: true });
   });
 
   it('a changed prompt parks the task for an operator; "continue" resumes it under a recorded decision', async () => {

@@ -234,20 +234,26 @@ interface RestoredCheckpoint {
   readonly contextHash: string | null;
   readonly versions: unknown;
   readonly fenceEpoch: number;
-  readonly bytes: Buffer;
+  /** The state document; null when it is the state the caller holds (`heldStateHash`): not read. */
+  readonly bytes: Buffer | null;
 }
 
 /**
  * The restore point of a task, in one round trip: its latest checkpoint (verified, or null when
  * it has none), the journal of the turn it resumes (every paper verified), the notes that turn
  * carries, the case type and the case's ledger head. Bad bytes throw PaperMissing/PaperCorrupt.
+ * `heldStateHash`: a state the caller holds in memory (one it wrote itself). When the latest
+ * checkpoint records exactly that state, and its paper is stored under that hash, the document
+ * is neither reassembled nor sent (`bytes` null): the caller continues from its own copy, which
+ * the hash says is the same document.
  */
 export async function loadRestorePoint(
   db: Queryable,
   taskId: string,
   caseId: string,
+  heldStateHash: string | null = null,
 ): Promise<{ checkpoint: RestoredCheckpoint | null; caseType: string; head: LedgerHead | null; calls: StoredCall[]; notes: NoteRow[] }> {
-  const r = (await db.query<RestoreRow>(selectRestorePoint(taskId, caseId))).rows[0];
+  const r = (await db.query<RestoreRow>(selectRestorePoint(taskId, caseId, heldStateHash))).rows[0];
   if (!r) throw new PaperMissing(`case ${caseId}`);
   const head = r.head_seq === null || r.head_hash === null ? null : { seq: r.head_seq, hash: r.head_hash };
   const b64 = (v: string | null) => (v === null ? null : Buffer.from(v, 'base64'));
@@ -269,11 +275,18 @@ export async function loadRestorePoint(
   }));
   const notes: NoteRow[] = r.notes ?? [];
   if (r.turn === null) return { checkpoint: null, caseType: r.case_type, head, calls, notes };
-  if (r.bytes === null) throw new PaperMissing(r.state_paper_id!);
-  const actual = contentHash(r.bytes);
-  if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id!, r.state_hash!, actual);
+  const held = heldStateHash !== null && r.state_hash === heldStateHash;
+  if (held) {
+    // Not read back: the paper must still be there under the recorded hash.
+    if (r.content_hash === null) throw new PaperMissing(r.state_paper_id!);
+    if (r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id!, r.state_hash!, r.content_hash);
+  } else {
+    if (r.bytes === null) throw new PaperMissing(r.state_paper_id!);
+    const actual = contentHash(r.bytes);
+    if (actual !== r.state_hash || r.content_hash !== r.state_hash) throw new PaperCorrupt(r.state_paper_id!, r.state_hash!, actual);
+  }
   return {
-    checkpoint: { turn: r.turn, statePaperId: r.state_paper_id!, stateHash: r.state_hash!, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch!, bytes: r.bytes },
+    checkpoint: { turn: r.turn, statePaperId: r.state_paper_id!, stateHash: r.state_hash!, contextHash: r.context_hash, versions: r.versions, fenceEpoch: r.fence_epoch!, bytes: held ? null : r.bytes },
     caseType: r.case_type,
     head,
     calls,

@@ -7,7 +7,7 @@
  * it is released and re-queued). Whatever cannot be verified parks the task; nothing is guessed.
  */
 import { canonicalJson, inCanonicalOrder, isEverdictError, newId, unavailableConnector } from '@everdict/contracts';
-import type { ExecutionEnvelope, ExecutionMode } from '@everdict/contracts';
+import type { ExecutionEnvelope, ExecutionMode, RuntimeStatePaper } from '@everdict/contracts';
 import { initialRunState, resumeRun } from '@everdict/agent-runtime';
 import type { CallRecord, RunContext, RunState } from '@everdict/agent-runtime';
 import {
@@ -23,6 +23,7 @@ import { markMessagesDurable } from './canonical.js';
 import { topUp } from './notes.js';
 import { decodeStatePaper, RestoreFailure } from './statePaper.js';
 import type { HostState } from './statePaper.js';
+import type { HeldStates } from './heldStates.js';
 import { parkDownWithoutTurn, releaseWithoutTurn } from './commit.js';
 import { durableTurn, parkWithoutTurn } from './turn.js';
 import type { TaskRun, TurnEnv } from './turn.js';
@@ -35,6 +36,8 @@ import type { TraceContext } from '@everdict/tracing';
 export interface ActivationEnv extends TurnEnv {
   /** True once the process drains: the running turn finishes, then the task is released. */
   draining(): boolean;
+  /** The states of tasks this worker released at a checkpoint (heldStates.ts). */
+  readonly held: HeldStates;
 }
 
 export interface Claim {
@@ -65,6 +68,12 @@ export function objectiveText(objective: unknown): string {
   if (typeof objective === 'string') return objective;
   const text = (objective as { text?: unknown } | null)?.text;
   return typeof text === 'string' ? text : canonicalJson(objective ?? {});
+}
+
+/** The host part of a runtime-state document: all of it but the kernel's run and the identity fields. */
+function hostStateOf(doc: RuntimeStatePaper): HostState {
+  const { schema: _s, taskId: _t, caseId: _c, chat: _m, turn: _n, phase: _p, run: _r, ...rest } = doc;
+  return rest;
 }
 
 export interface PinnedContext {
@@ -109,17 +118,28 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
   let notes: NoteRow[];
   try {
     const { fresh } = claim;
-    const point = fresh ? { checkpoint: null, caseType: fresh.caseType, head: fresh.headAtCommit?.head ?? null, calls: [], notes: [] } : await loadRestorePoint(env.store.db, task.id, task.case_id);
+    // The state this worker released the task at, if it holds it: continued from when the latest
+    // checkpoint records exactly it (the store then sends no state bytes).
+    const held = fresh ? undefined : env.held.take(task.id);
+    const point = fresh ? { checkpoint: null, caseType: fresh.caseType, head: fresh.headAtCommit?.head ?? null, calls: [], notes: [] } : await loadRestorePoint(env.store.db, task.id, task.case_id, held?.stateHash ?? null);
     head = point.head;
     stored = point.calls;
     notes = point.notes;
     const cp = point.checkpoint;
     if (cp) {
-      const decoded = decodeStatePaper(cp.bytes, task.id, cp.statePaperId);
-      run = decoded.run;
-      // Reassembled from its blocks and verified: every block of this conversation is stored.
+      let rest: HostState;
+      if (cp.bytes === null && held !== undefined) {
+        ({ run, host: rest } = held);
+        env.metrics.restored('held');
+      } else {
+        if (cp.bytes === null) throw new RestoreFailure('invalid_state', `checkpoint ${cp.turn} of task ${task.id} came without its state`, { taskId: task.id });
+        const decoded = decodeStatePaper(cp.bytes, task.id, cp.statePaperId);
+        run = decoded.run;
+        rest = hostStateOf(decoded.doc);
+        env.metrics.restored('store');
+      }
+      // Reassembled from its blocks and verified, or committed by this worker: every block of this conversation is stored.
       markMessagesDurable(task.id, run.messages);
-      const { schema: _s, taskId: _t, caseId: _c, chat: _m, turn: _n, phase: _p, run: _r, ...rest } = decoded.doc;
       host = rest;
       context = { envelope: rest.context.envelope as ExecutionEnvelope, mode: (rest.context.mode as ExecutionMode | null) ?? null, depth: rest.context.depth, tools: rest.context.tools };
       checkpointed = true;
@@ -211,6 +231,7 @@ export async function restore(env: ActivationEnv, claim: Claim): Promise<TaskRun
     stored: new Map(stored.map((c) => [c.ordinal, c])),
     notes,
     checkpointed,
+    checkpointHash: null,
     prewritten: claim.fresh?.intent ?? null,
     ledgerHead: head,
     turns: 0,
@@ -235,6 +256,8 @@ export async function runActivation(env: ActivationEnv, claim: Claim, signal: Ab
       span.set({ outcome: ended.ended ? ended.outcome : 'continued' });
       return ended;
     });
+    // Released at the checkpoint it just committed: its next activation (most often here) continues from this state.
+    if (end.ended && end.outcome === 'released' && tr.checkpointHash !== null) env.held.keep(tr.task.id, { stateHash: tr.checkpointHash, run: tr.run, host: tr.host });
     if (end.ended) return;
     // The turn's commit is durable and carried the blocks of the messages it checkpointed: the
     // next turn's papers reference them and carry only what that turn appends.

@@ -204,6 +204,8 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
   tr.run = committed.run;
   tr.prewritten = commit.prewritten;
   if (checkpoint) tr.checkpointed = true;
+  const cp = commit.write.checkpoint ?? null;
+  tr.checkpointHash = cp !== null && cp.turn === committed.run.turn ? cp.stateHash : null;
   const t = commit.transition;
   switch (t.kind) {
     case 'continue':

@@ -30,6 +30,8 @@ export interface TurnMetrics {
   turn(outcome: string, wallSeconds: number, overheadSeconds: number, commits: number): void;
   activation(delta: 1 | -1): void;
   restoreFailure(reason: string): void;
+  /** An activation restored from a checkpoint: the state this worker held, or one read back from the store. */
+  restored(from: 'held' | 'store'): void;
   swept(kind: 'expired_lease' | 'woken', n: number): void;
   /** One model call on `route`: its duration, outcome class and (when the provider said) tokens. */
   modelCall(route: string, outcome: ModelCallOutcome, seconds: number, usage: ModelUsage | null): void;
@@ -65,6 +67,7 @@ export function turnMetrics(registry: Registry, opts: { keepSamples?: boolean } 
   const overhead = new Histogram({ name: 'everdict_turn_overhead_seconds', help: 'Runtime overhead of a turn: wall time minus model and tool time.', buckets: BUCKETS, registers });
   const active = new Gauge({ name: 'everdict_active_tasks', help: 'Tasks this turn-worker holds a lease on and runs right now.', registers });
   const restore = new Counter({ name: 'everdict_restore_failures_total', help: 'Checkpoints or journal papers that could not be verified (the task parked).', labelNames: ['reason'], registers });
+  const restores = new Counter({ name: 'everdict_task_restores_total', help: 'Activations that continued a task from its checkpoint, by where the state came from: held (this worker released the task at it and still holds it) or store (read back and verified).', labelNames: ['from'], registers });
   const swept = new Counter({ name: 'everdict_sweeps_total', help: 'Tasks made runnable by the sweeper, by kind (expired_lease, woken).', labelNames: ['kind'], registers });
   const modelDuration = new Histogram({ name: 'everdict_model_call_duration_seconds', help: 'Duration of one model call (one provider request), by route and outcome class.', labelNames: ['route', 'outcome'], buckets: MODEL_BUCKETS, registers });
   const modelErrors = new Counter({ name: 'everdict_model_call_errors_total', help: 'Model calls that failed, by route and error class (retryable, provider_down, invalid_request, context_too_long, cancelled, error).', labelNames: ['route', 'kind'], registers });
@@ -89,6 +92,7 @@ export function turnMetrics(registry: Registry, opts: { keepSamples?: boolean } 
     },
     activation: (d) => active.inc(d),
     restoreFailure: (reason) => restore.inc({ reason }),
+    restored: (from) => restores.inc({ from }),
     swept: (kind, n) => swept.inc({ kind }, n),
     committer(c) {
       new Gauge({ name: 'everdict_journal_statements', help: 'Group-commit statements this process has written (each carries the writes of one or more tasks).', registers, collect() { this.set(c.statements); } });

@@ -86,6 +86,8 @@ export interface TaskRun {
   notes: NoteRow[];
   /** Whether a checkpoint row exists for run.turn. */
   checkpointed: boolean;
+  /** The state hash of the checkpoint this activation last committed, for run.turn (null: none yet). */
+  checkpointHash: string | null;
   /** The model intent of run.turn, written by the previous turn's commit (null: not written). */
   prewritten: CallRecord | null;
   /** The case's ledger head as this activation last appended it (null: unknown). */

@@ -37,6 +37,7 @@ import { claimCaps } from './caps.js';
 import { prewriteFirstIntent } from './firstIntent.js';
 import { FleetStopHint } from './fleetStop.js';
 import { LeaseKeeper } from './leases.js';
+import { HeldStates } from './heldStates.js';
 import type { TurnMetrics } from './metrics.js';
 import { Sweeper } from './sweeper.js';
 import type { TurnTiming } from './turn.js';
@@ -120,6 +121,7 @@ export class TurnWorker {
       routeHealth: new Map(),
       fleetStop: new FleetStopHint(opts.store.db),
       draining: () => this.draining,
+      held: new HeldStates(() => settings().maxActiveTasks),
     };
   }
 

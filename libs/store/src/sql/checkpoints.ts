@@ -39,15 +39,18 @@ export interface RestoreCallJson extends CallColumns {
  * Everything a restore reads, in ONE round trip: the latest checkpoint with its state bytes
  * (a history manifest reassembled from its blocks: `documentOf`, NULL when a block is missing)
  * (NULL columns when there is none), the journal of the turn it resumes (bytes base64), the
- * notes that turn carries, the case type, and the case's ledger head.
+ * notes that turn carries, the case type, and the case's ledger head. `heldStateHash`: the state
+ * the caller holds in memory; when it is the latest checkpoint's, its bytes are not reassembled
+ * nor sent (NULL).
  */
-export function selectRestorePoint(taskId: string, caseId: string): Sql {
+export function selectRestorePoint(taskId: string, caseId: string, heldStateHash: string | null = null): Sql {
   return {
-    name: 'ev_select_restore_point_v3',
+    name: 'ev_select_restore_point_v4',
     text: `WITH k AS (SELECT * FROM turn_checkpoints WHERE task_id = $1::uuid ORDER BY turn DESC LIMIT 1),
                  nt AS (SELECT COALESCE((SELECT turn FROM k), 0) AS turn),
                  pinned AS (SELECT 1 FROM task_notes WHERE task_id = $1::uuid AND consumed_turn = (SELECT turn FROM nt) LIMIT 1)
-           SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch, ${documentOf('r')} AS bytes, r.content_hash,
+           SELECT k.turn, k.state_paper_id, k.state_hash, k.context_hash, k.versions, k.fence_epoch,
+                  CASE WHEN k.state_hash = $3::text THEN NULL ELSE ${documentOf('r')} END AS bytes, r.content_hash,
                   c.case_type, h.seq AS head_seq, h.hash AS head_hash,
                   (SELECT json_agg(json_build_object(
                             'id', x.id, 'turn', x.turn, 'ordinal', x.ordinal, 'kind', x.kind, 'tool_name', x.tool_name, 'status', x.status,
@@ -71,6 +74,6 @@ export function selectRestorePoint(taskId: string, caseId: string): Sql {
              LEFT JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
              LEFT JOIN ledger_heads h ON h.case_id = c.id
             WHERE c.id = $2::uuid`,
-    values: [taskId, caseId],
+    values: [taskId, caseId, heldStateHash],
   };
 }
