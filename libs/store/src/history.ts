@@ -22,7 +22,8 @@
  * itself (the caller marks a list durable once the write that carried it committed).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson, newId, sha256Hex } from '@everdict/contracts';
+import { canonicalJson, newId } from '@everdict/contracts';
+import { contentHash } from './journal.js';
 import type { NewPaper } from './sql/journal.js';
 
 export const HISTORY_MANIFEST_LAYOUT = 'history-manifest.v1';
@@ -112,7 +113,7 @@ export function tailBlock(after: string): HistoryBlock | null {
   const known = tails.get(after);
   if (known !== undefined) return known;
   const bytes = Buffer.from(after, 'utf8');
-  const block = { hash: sha256Of(bytes), prev: null, bytes };
+  const block = { hash: contentHash(bytes), prev: null, bytes };
   if (tails.size >= TAILS_KEPT) tails.delete(tails.keys().next().value!);
   tails.set(after, block);
   return block;
@@ -231,7 +232,7 @@ export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly sp
   const close = (end: number) => {
     if (end - runFrom >= SPAN_MIN_BYTES) {
       const span = bytes.subarray(runFrom, end);
-      const hash = sha256Of(span);
+      const hash = contentHash(span);
       parts.push(bytes.subarray(inlineFrom, runFrom).toString('utf8'), hash);
       spans.push({ hash, prev: null, bytes: Buffer.from(span) });
       inlineFrom = end;
@@ -250,10 +251,6 @@ export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly sp
   return { manifest: Buffer.from(canonicalJson({ layout: SPANS_LAYOUT, parts }), 'utf8'), spans };
 }
 
-function sha256Of(bytes: Buffer): string {
-  return `sha256:${sha256Hex(bytes)}`;
-}
-
 /** A history block as stored: its spans manifest with its span blocks when it has spans, else itself. */
 function spannedBlock(it: HistoryBlock): HistoryBlock[] {
   const s = spansOf(it.bytes);
@@ -268,7 +265,7 @@ function spannedBlock(it: HistoryBlock): HistoryBlock[] {
  */
 export function spannedPaper(p: { kind: string; name: string; schemaId: string; bytes: Buffer }): NewPaper {
   const s = spansOf(p.bytes);
-  const base = { id: newId(), kind: p.kind, name: p.name, schemaId: p.schemaId, contentHash: sha256Of(p.bytes) };
+  const base = { id: newId(), kind: p.kind, name: p.name, schemaId: p.schemaId, contentHash: contentHash(p.bytes) };
   return s === null ? { ...base, bytes: p.bytes } : { ...base, bytes: s.manifest, layout: SPANS_LAYOUT, blocks: s.spans };
 }
 

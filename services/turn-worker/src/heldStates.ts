@@ -48,8 +48,4 @@ export class HeldStates {
     this.states.delete(taskId);
     return state;
   }
-
-  get size(): number {
-    return this.states.size;
-  }
 }

@@ -24,11 +24,11 @@
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
  */
-import { canonicalJson, EverdictError, newId, sha256Hex } from '@everdict/contracts';
+import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
-import { manifestPaper, newPaper, pinNotesToTurn, spannedPaper, supersedeIntent, writeTurn } from '@everdict/store';
+import { contentHash, manifestPaper, newPaper, pinNotesToTurn, spannedPaper, supersedeIntent, writeTurn } from '@everdict/store';
 import { mayDeferIntents, mayFoldIntents } from './durability.js';
 import type { CallCompletion, FenceToken, ModelCallCost, JournalCommitter, NewCallIntent, NewPaper, Store, StoredCall } from '@everdict/store';
 import { requestDocument } from './canonical.js';
@@ -213,7 +213,7 @@ export class TurnJournal implements Journal {
     }
     const form = modelRequestDocument(this.scope.token.taskId, doc, this.scope.registry);
     this.lastRequest = { doc, form };
-    return form === null ? `sha256:${sha256Hex(bytesOf(doc))}` : form.hash;
+    return form === null ? contentHash(bytesOf(doc)) : form.hash;
   }
 
   async recordIntent(intent: CallIntent): Promise<CallRecord> {
