@@ -9,6 +9,7 @@
 import type { CaseState } from '@everdict/contracts';
 import { REFRESH_SET_MIN, lockCaseForState, lockCasesForState, refreshCaseState as refreshOne, refreshCaseStates as refreshSet } from './sql/caseState.js';
 import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
+import type { QueryResult, Sql } from './db.js';
 import type { LedgerHead } from './ledgerHash.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
 
@@ -65,11 +66,14 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
  * one by one.
  * `held`: the heads and case rows this unit of work already locked, in that order, and what it
  * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
+ * `derivedBefore`: derivationStatements' rows, run by this unit of work after its last write to
+ * those cases' records (sent in one round trip with that write); they are then not run again.
  */
 export async function refreshCaseStates(
   uow: UnitOfWork,
   parts: readonly { caseId: string; cause: CaseStateCause }[],
   held?: ReadonlyMap<string, LockedCaseState>,
+  derivedBefore?: ReadonlyMap<string, CaseStateChange>,
 ): Promise<Map<string, CaseStateRefresh>> {
   const out = new Map<string, CaseStateRefresh>();
   if (parts.length === 0) return out;
@@ -83,6 +87,7 @@ export async function refreshCaseStates(
       const l = locked.get(p.caseId);
       return l ? [{ caseId: p.caseId, cause: p.cause, locked: l }] : [];
     }),
+    derivedBefore,
   );
   for (const p of sorted) {
     const derived = all.get(p.caseId);
@@ -105,12 +110,31 @@ interface Derived {
 }
 
 /**
+ * The statements that derive (and write) the states of DISTINCT cases, all sent in one round
+ * trip: one for all of them when they are many (REFRESH_SET_MIN), else one each.
+ */
+export function derivationStatements(caseIds: readonly string[]): Sql[] {
+  return caseIds.length >= REFRESH_SET_MIN ? [refreshSet(caseIds)] : caseIds.map((id) => refreshOne(id));
+}
+
+/** The derived rows of derivationStatements' results, by case. */
+export function derivedRows(results: readonly QueryResult<unknown>[]): Map<string, CaseStateChange> {
+  const rows = new Map<string, CaseStateChange>();
+  for (const res of results) for (const r of res.rows as CaseStateChange[]) rows.set(r.case_id, r);
+  return rows;
+}
+
+/**
  * The derivation of DISTINCT cases under case locks already held, by case (an unknown case has
  * none): a case the cause provably leaves where it is (unchangedBy) is not read again; the others
- * are derived by one statement when they are many (REFRESH_SET_MIN), else by one each. The heads
+ * are derived by derivationStatements, unless `derivedBefore` holds their rows already. The heads
  * stay the ones read under the locks: the derivation appends nothing.
  */
-async function derive(uow: UnitOfWork, parts: readonly { caseId: string; cause: CaseStateCause; locked: LockedCaseState }[]): Promise<Map<string, Derived>> {
+async function derive(
+  uow: UnitOfWork,
+  parts: readonly { caseId: string; cause: CaseStateCause; locked: LockedCaseState }[],
+  derivedBefore: ReadonlyMap<string, CaseStateChange> = new Map(),
+): Promise<Map<string, Derived>> {
   const out = new Map<string, Derived>();
   const headOf = (l: LockedCaseState): LedgerHead => ({ seq: l.head_seq, hash: l.head_hash });
   const asked = parts.filter((p) => {
@@ -120,12 +144,9 @@ async function derive(uow: UnitOfWork, parts: readonly { caseId: string; cause: 
     return false;
   });
   if (asked.length === 0) return out;
-  const rows = new Map<string, CaseStateChange>();
-  if (asked.length >= REFRESH_SET_MIN) {
-    for (const r of (await uow.query<CaseStateChange>(refreshSet(asked.map((p) => p.caseId)))).rows) rows.set(r.case_id, r);
-  } else {
-    for (const p of asked) for (const r of (await uow.query<CaseStateChange>(refreshOne(p.caseId))).rows) rows.set(r.case_id, r);
-  }
+  const rows = new Map(derivedBefore);
+  const missing = asked.filter((p) => !rows.has(p.caseId)).map((p) => p.caseId);
+  if (missing.length > 0) for (const [id, r] of derivedRows(await uow.queryMany(derivationStatements(missing)))) rows.set(id, r);
   for (const p of asked) {
     const r = rows.get(p.caseId);
     if (r) out.set(p.caseId, changeOf(r, p.cause, headOf(p.locked)));

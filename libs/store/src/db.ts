@@ -37,6 +37,13 @@ export interface QueryResult<R> {
 
 export interface Queryable {
   query<R = Record<string, unknown>>(sql: Sql): Promise<QueryResult<R>>;
+  /**
+   * Runs the statements in order, in ONE round trip where the port can (a transaction's on
+   * Postgres); resolves to each one's result. The first failure rejects the call and the
+   * statements after it do not run (in a transaction, which that failure aborts as any other).
+   * A port without it runs them one by one (UnitOfWork.queryMany).
+   */
+  queryMany?(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]>;
 }
 
 export interface Db extends Queryable {

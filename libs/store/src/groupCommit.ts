@@ -31,15 +31,17 @@
  * other writes never wait on those refreshes.
  */
 import { isEverdictError } from '@everdict/contracts';
-import { refreshCaseState, refreshCaseStates } from './caseState.js';
+import { derivationStatements, derivedRows, refreshCaseState, refreshCaseStates } from './caseState.js';
 import type { CaseStateCause } from './caseState.js';
+import type { Sql } from './db.js';
 import { StaleFence } from './errors.js';
 import { StoredBlocks } from './history.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
 import type { TurnWrite, TurnWritten } from './journal.js';
 import type { LedgerHead } from './ledgerHash.js';
+import type { CaseStateChange } from './sql/caseState.js';
 import { writeJournals } from './sql/journal.js';
-import type { JournalWriteResult } from './sql/journal.js';
+import type { JournalWriteItem, JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
 
@@ -172,30 +174,14 @@ export class JournalCommitter {
       const enqueues = items.some((it) => it.outbox.length > 0);
       // A finish's case row is locked (after its head) by the statement that writes the finish.
       const statement = writeJournals(items, { lockCases: kind === 'moving' });
+      /** Each moving part's result with its case state (the others are built from the rows). */
       const written = new Map<number, TurnWritten>();
       const rows =
         kind === 'sync'
           ? (await this.store.db.query<JournalWriteResult>(statement)).rows
           : kind === 'deferred'
             ? (await this.store.db.queryDeferred<JournalWriteResult>(statement)).rows
-            : await this.store.unitOfWork(async (uow) => {
-                const { rows } = await uow.query<JournalWriteResult>(statement);
-                if (enqueues) uow.outboxWritten();
-                // Each applied part's case state, in the transaction that wrote the part: the case
-                // rows locked by the statement, the case_state records in one more. A case has at
-                // most one part here: every finish carries a ledger record, and a batch one record
-                // per case; its head is now that record.
-                const applied = rows.filter((r) => r.fenced && r.applied);
-                const held = new Map(
-                  applied.map((r) => {
-                    const ledger = items[r.idx]!.ledger!;
-                    return [batch[r.idx]!.caseId, { state: r.case_state!, state_reason: r.case_state_reason ?? null, head_seq: ledger.seq, head_hash: ledger.hash }] as const;
-                  }),
-                );
-                const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })), held);
-                for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
-                return rows;
-              });
+            : await this.moving(statement, batch, items, enqueues, written);
       if (enqueues && kind !== 'moving') this.store.outboxCommitted();
       // A statement in a unit of work is counted as that unit of work (the store's transactions).
       if (kind !== 'moving') this.statements++;
@@ -223,4 +209,60 @@ export class JournalCommitter {
       this.kick();
     }
   }
+
+  /**
+   * A batch of finishes (caseCause) in one unit of work: the statement, then each applied part's
+   * case state derived and its `case_state` record appended, before COMMIT. A case has at most
+   * one part here (every finish carries a ledger record, and a batch one record per case); its
+   * head is then that record.
+   *
+   * The derivations go in one round trip with the statement (and its BEGIN): a finish then costs
+   * two round trips more than a plain turn's write (the records, the COMMIT), not four. They
+   * are run for every part's case before the statement's rows are seen, which is right only when
+   * every part was written; if one was not (a stale fence, a ledger head that moved), the unit of
+   * work is rolled back and run again the long way, where only the applied parts are derived.
+   */
+  private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: boolean, written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
+    const caseIds = [...new Set(batch.map((p) => p.caseId))].sort();
+    const optimistic = await this.store
+      .unitOfWork(async (uow) => {
+        const [head, ...derivations] = await uow.queryMany([statement, ...derivationStatements(caseIds)]);
+        const rows = head!.rows as JournalWriteResult[];
+        if (rows.length !== batch.length || !rows.every((r) => r.fenced && r.applied)) throw new NotEveryPartWritten();
+        return this.caseStates(uow, rows, batch, items, enqueues, written, derivedRows(derivations));
+      })
+      .catch((err: unknown) => {
+        if (err instanceof NotEveryPartWritten) return null;
+        throw err;
+      });
+    if (optimistic !== null) return optimistic;
+    written.clear();
+    return this.store.unitOfWork(async (uow) => this.caseStates(uow, (await uow.query<JournalWriteResult>(statement)).rows, batch, items, enqueues, written));
+  }
+
+  /** The case states of a moving batch's applied parts, in its unit of work after the statement. */
+  private async caseStates(
+    uow: UnitOfWork,
+    rows: JournalWriteResult[],
+    batch: readonly Pending[],
+    items: readonly JournalWriteItem[],
+    enqueues: boolean,
+    written: Map<number, TurnWritten>,
+    derivedBefore?: ReadonlyMap<string, CaseStateChange>,
+  ): Promise<JournalWriteResult[]> {
+    if (enqueues) uow.outboxWritten();
+    const applied = rows.filter((r) => r.fenced && r.applied);
+    const held = new Map(
+      applied.map((r) => {
+        const ledger = items[r.idx]!.ledger!;
+        return [batch[r.idx]!.caseId, { state: r.case_state!, state_reason: r.case_state_reason ?? null, head_seq: ledger.seq, head_hash: ledger.hash }] as const;
+      }),
+    );
+    const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })), held, derivedBefore);
+    for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
+    return rows;
+  }
 }
+
+/** A moving batch's optimistic unit of work found a part unwritten: it is rolled back and redone. */
+class NotEveryPartWritten extends Error {}

@@ -7,6 +7,7 @@ import pg from 'pg';
 import { jitteredBackoffMs } from '@everdict/contracts';
 import type { Db, QueryResult, Queryable, SessionPrepared, Sql } from './db.js';
 import { DatabaseUnavailable, translateDbError } from './errors.js';
+import { BEGIN, pipelinable, runPipeline } from './pgPipeline.js';
 
 // Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
@@ -116,10 +117,18 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       client.on('error', onLost);
       const gone = () => (lost === undefined ? undefined : new DatabaseUnavailable(lost));
       let broken = false;
-      // BEGIN travels with the first statement when that statement is parameterless (one
-      // simple-protocol round trip instead of two): on the inbox path it is the dedup insert.
+      // BEGIN travels with the first statement (one round trip instead of two): a parameterless
+      // one as simple-protocol text after it (on the inbox path, the dedup insert), any other in
+      // one pipeline with it once the connection has parsed the statement (pgPipeline.ts).
       let begun = false;
       const inner = asQueryable(client);
+      const pipeline = async (sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> => {
+        try {
+          return await runPipeline(client, sqls);
+        } catch (err) {
+          throw translateDbError(err);
+        }
+      };
       const tx: Queryable = {
         async query<R>(q: Sql): Promise<QueryResult<R>> {
           const down = gone();
@@ -128,6 +137,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
           // only executed where the session already holds it.
           if (begun) return inner.query<R>(q.sessionPrepared === undefined || (q.values?.length ?? 0) > 0 ? q : { text: sessionText(client, q) });
           begun = true;
+          if (pipelinable(client, [q])) return (await pipeline([BEGIN, q]))[1] as QueryResult<R>;
           if ((q.values?.length ?? 0) === 0 && q.name === undefined) {
             if (q.sessionPrepared !== undefined) await prepareOnSession(client, q.sessionPrepared);
             try {
@@ -140,6 +150,19 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
           }
           await inner.query({ text: 'BEGIN' });
           return inner.query<R>(q);
+        },
+        async queryMany(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+          const down = gone();
+          if (down) throw down;
+          if (sqls.length > 0 && pipelinable(client, sqls)) {
+            if (begun) return pipeline(sqls);
+            begun = true;
+            return (await pipeline([BEGIN, ...sqls])).slice(1);
+          }
+          // A statement this connection has not parsed yet: one by one (which parses it).
+          const out: QueryResult<unknown>[] = [];
+          for (const q of sqls) out.push(await tx.query(q));
+          return out;
         },
       };
       try {

@@ -100,6 +100,14 @@ export class UnitOfWork {
     return this.tx.query<R>(q);
   }
 
+  /** Statements in order, in one round trip where the port can (Queryable.queryMany). */
+  async queryMany(qs: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+    if (this.tx.queryMany) return this.tx.queryMany(qs);
+    const out: QueryResult<unknown>[] = [];
+    for (const q of qs) out.push(await this.tx.query(q));
+    return out;
+  }
+
   /**
    * Asserts the fence and locks the task row until COMMIT, so no claim can slip in between the
    * check and the writes that follow. Throws StaleFence (and counts it) if the epoch moved on.

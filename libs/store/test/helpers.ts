@@ -59,6 +59,13 @@ export function recording(inner: Db): { db: Db; log: Logged[] } {
             log.push({ tx: id, text: s.text, name: s.name, values: s.values });
             return tx.query(s);
           },
+          queryMany: async (ss: readonly Sql[]) => {
+            for (const s of ss) log.push({ tx: id, text: s.text, name: s.name, values: s.values });
+            if (tx.queryMany) return tx.queryMany(ss);
+            const out = [];
+            for (const s of ss) out.push(await tx.query(s));
+            return out;
+          },
         };
         return fn(q);
       }),

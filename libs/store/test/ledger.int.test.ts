@@ -148,6 +148,50 @@ describe('ledger', () => {
     }
   });
 
+  it('a finish whose fence went stale, batched with others, writes nothing and moves nothing of its case; the others land with their case states', async () => {
+    const seeded = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];
+    const tokens = await t.store.unitOfWork(async (uow) =>
+      Promise.all(
+        seeded.map(async (s) => {
+          const c = await claimTask(uow, s.taskId, 'w', 30_000);
+          if (!c.claimed) throw new Error('not claimed');
+          return c.token;
+        }),
+      ),
+    );
+    const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
+    const stale = seeded[1]!;
+    // Another worker took the task over; and its case row holds a state its records do not give,
+    // so a derivation of that case would move it (and, without its finish, record nothing).
+    await t.store.db.query({ text: 'UPDATE tasks SET fence_epoch = fence_epoch + 1 WHERE id = $1::uuid', values: [stale.taskId] });
+    await t.store.db.query({ text: "UPDATE cases SET state = 'opened', state_reason = NULL WHERE id = $1::uuid", values: [stale.caseId] });
+    const finish: TurnWrite = {
+      papers: [],
+      completions: [],
+      intents: [],
+      checkpoint: null,
+      ledger: { kind: 'turn', body: { outcome: 'done' } },
+      transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
+    };
+    const committer = new JournalCommitter(t.store);
+    const outcomes = await Promise.allSettled(
+      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
+    );
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'stale_fence' });
+    for (const s of [seeded[0]!, seeded[2]!]) {
+      const rows = await t.store.readLedger(s.caseId);
+      expect(rows.map((r) => r.kind)).toEqual(['case_state', 'turn', 'case_state']);
+      expect((await t.store.verifyLedger(s.caseId)).ok).toBe(true);
+    }
+    expect((await t.store.readLedger(stale.caseId)).map((r) => r.kind)).toEqual(['case_state']);
+    const { rows: c } = await t.store.db.query<{ state: string; task: string }>({
+      text: 'SELECT c.state, k.state AS task FROM cases c JOIN tasks k ON k.case_id = c.id WHERE c.id = $1::uuid',
+      values: [stale.caseId],
+    });
+    expect(c[0]).toEqual({ state: 'opened', task: 'running' });
+  });
+
   // With `padding` idle cases more, the derivation runs as one statement for all (REFRESH_SET_MIN).
   it.each([0, REFRESH_SET_MIN])('one refresh of cases in different situations (and %i idle more) derives each on its own and records only the ones that changed', async (padding) => {
     const [idle, finished, running] = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];

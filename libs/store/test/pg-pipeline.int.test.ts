@@ -1,0 +1,117 @@
+/**
+ * Statements sent together in one round trip (pgPipeline.ts) on real Postgres: a unit of work's
+ * BEGIN with its first statement, and `queryMany`. What must hold is that they behave exactly as
+ * the same statements sent one by one — the same transaction, results in order, a failure that
+ * stops the statements after it — in fewer round trips, and that the connection stays usable.
+ * Round trips are counted at node-postgres' `Client.query`, a seam, not the thing under test.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import pg from 'pg';
+import { freshDatabase } from '@everdict/testkit';
+import { createPgDb } from '../src/pg.js';
+import { DuplicateKey } from '../src/errors.js';
+import type { Db, Sql } from '../src/db.js';
+import { Store } from '../src/store.js';
+
+describe('statements sent together', () => {
+  let db: Db;
+  let store: Store;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    const info = await freshDatabase('pg pipeline');
+    drop = info.drop;
+    // One connection: each unit of work below runs on the connection the ones before it used.
+    db = createPgDb(info.url, { max: 1 });
+    store = new Store(db);
+    await db.query({ text: 'CREATE TABLE t (id int PRIMARY KEY, note text NOT NULL)' });
+    await db.query({ text: 'CREATE SEQUENCE s' });
+  });
+  afterAll(async () => {
+    await db.close();
+    await drop();
+  });
+
+  const insert = (id: number, note = `n${id}`): Sql => ({ name: 'test_insert_t', text: 'INSERT INTO t (id, note) VALUES ($1::int, $2::text) RETURNING id', values: [id, note] });
+  const count: Sql = { name: 'test_count_t', text: 'SELECT count(*)::int AS n FROM t WHERE id > $1::int', values: [0] };
+  const nextval: Sql = { name: 'test_nextval', text: "SELECT nextval('s')::int AS v WHERE $1::int = 1", values: [1] };
+  const rows = async (): Promise<number[]> => (await db.query<{ id: number }>({ text: 'SELECT id FROM t ORDER BY id' })).rows.map((r) => r.id);
+  const sequence = async (): Promise<number> => (await db.query<{ v: number }>({ text: 'SELECT last_value::int AS v FROM s' })).rows[0]!.v;
+
+  /** Client.query calls (one per round trip: a pipeline is one) made while `fn` runs. */
+  async function roundTrips<T>(fn: () => Promise<T>): Promise<{ value: T; trips: number }> {
+    const spy = vi.spyOn(pg.Client.prototype, 'query');
+    try {
+      const value = await fn();
+      return { value, trips: spy.mock.calls.length };
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it('a first statement with parameters travels with its BEGIN once the connection has parsed it, inside the transaction', async () => {
+    // First time on this connection: BEGIN, the statement (parsed now), COMMIT.
+    const first = await roundTrips(() => store.unitOfWork((uow) => uow.query(insert(1))));
+    expect(first.trips).toBe(3);
+    // Parsed: BEGIN and the statement in one round trip, then COMMIT.
+    const second = await roundTrips(() => store.unitOfWork((uow) => uow.query<{ id: number }>(insert(2))));
+    expect(second.trips).toBe(2);
+    expect(second.value.rows).toEqual([{ id: 2 }]);
+    // In the transaction: a unit of work that fails after it leaves nothing.
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.query(insert(3));
+        throw new Error('handler failed');
+      }),
+    ).rejects.toThrow('handler failed');
+    expect(await rows()).toEqual([1, 2]);
+  });
+
+  it('queryMany runs its statements in order, in one round trip, and returns each one’s result', async () => {
+    await store.unitOfWork((uow) => uow.queryMany([insert(10), count, nextval])); // parses count and nextval here
+    const before = await sequence();
+    const { value, trips } = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(11), count, insert(12), count, nextval])));
+    expect(trips).toBe(2); // BEGIN with the five statements, COMMIT
+    expect(value.map((r) => r.rows)).toEqual([[{ id: 11 }], [{ n: 4 }], [{ id: 12 }], [{ n: 5 }], [{ v: before + 1 }]]);
+    expect(value.map((r) => r.rowCount)).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  it('a failing statement rejects the call with its own error; the statements after it do not run; the connection goes on', async () => {
+    const before = await sequence();
+    const kept = await rows();
+    // A sequence is not transactional: had nextval run after the failure, the rollback would not undo it.
+    await expect(store.unitOfWork((uow) => uow.queryMany([insert(20), insert(11), nextval]))).rejects.toBeInstanceOf(DuplicateKey);
+    expect(await sequence()).toBe(before);
+    expect(await rows()).toEqual(kept);
+    // Inside an open transaction too, and the transaction is then rolled back as after any failure.
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.query(insert(21));
+        await uow.queryMany([insert(22), insert(11), nextval]);
+      }),
+    ).rejects.toBeInstanceOf(DuplicateKey);
+    expect(await sequence()).toBe(before);
+    expect(await rows()).toEqual(kept);
+    // The same connection (and its parsed statements) goes on in one round trip.
+    const { value, trips } = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(23), nextval])));
+    expect(trips).toBe(2);
+    expect(value.map((r) => r.rows)).toEqual([[{ id: 23 }], [{ v: before + 1 }]]);
+  });
+
+  it('a value that cannot be sent fails the call before anything is sent, and the connection goes on', async () => {
+    const circular: Record<string, unknown> = {};
+    circular['self'] = circular;
+    const kept = await rows();
+    await expect(store.unitOfWork((uow) => uow.queryMany([insert(30), { name: 'test_json', text: 'SELECT $1::jsonb AS j', values: [circular] }]))).rejects.toThrow(/circular/i);
+    expect(await rows()).toEqual(kept);
+    const { value } = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(31), count])));
+    expect(value[0]!.rows).toEqual([{ id: 31 }]);
+  });
+
+  it('statements the simple protocol must run (no parameters, no name) are sent one by one, as before', async () => {
+    const { value, trips } = await roundTrips(() =>
+      store.unitOfWork((uow) => uow.queryMany([{ text: "SET LOCAL application_name = 'a'; SET LOCAL application_name = 'b'" }, { text: 'SELECT current_setting($1::text) AS v', values: ['application_name'] }])),
+    );
+    expect(trips).toBe(3); // BEGIN with the first (simple protocol), the second, COMMIT
+    expect(value[1]!.rows).toEqual([{ v: 'b' }]);
+  });
+});
