@@ -117,9 +117,12 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       client.on('error', onLost);
       const gone = () => (lost === undefined ? undefined : new DatabaseUnavailable(lost));
       let broken = false;
-      // BEGIN travels with the first statement (one round trip instead of two): a parameterless
-      // one as simple-protocol text after it (on the inbox path, the dedup insert), any other in
-      // one pipeline with it once the connection has parsed the statement (pgPipeline.ts).
+      // BEGIN travels with the first statement when that statement is parameterless (one
+      // simple-protocol round trip instead of two): on the inbox path it is the dedup insert.
+      // Statements sent together (queryMany) go in one pipeline, BEGIN ahead of them when they
+      // open the transaction (pgPipeline.ts). A lone first statement with parameters is not
+      // pipelined with BEGIN: the consumers' units of work all open with the inbox insert, and a
+      // unit of work without it would gain the round trip the inbox must wait for (bench:bus).
       let begun = false;
       const inner = asQueryable(client);
       const pipeline = async (sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> => {
@@ -137,7 +140,6 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
           // only executed where the session already holds it.
           if (begun) return inner.query<R>(q.sessionPrepared === undefined || (q.values?.length ?? 0) > 0 ? q : { text: sessionText(client, q) });
           begun = true;
-          if (pipelinable(client, [q])) return (await pipeline([BEGIN, q]))[1] as QueryResult<R>;
           if ((q.values?.length ?? 0) === 0 && q.name === undefined) {
             if (q.sessionPrepared !== undefined) await prepareOnSession(client, q.sessionPrepared);
             try {

@@ -1,6 +1,6 @@
 /**
- * Statements sent together in one round trip (pgPipeline.ts) on real Postgres: a unit of work's
- * BEGIN with its first statement, and `queryMany`. What must hold is that they behave exactly as
+ * Statements sent together in one round trip (pgPipeline.ts) on real Postgres: `queryMany`, with
+ * the unit of work's BEGIN when they open it. What must hold is that they behave exactly as
  * the same statements sent one by one — the same transaction, results in order, a failure that
  * stops the statements after it — in fewer round trips, and that the connection stays usable.
  * Round trips are counted at node-postgres' `Client.query`, a seam, not the thing under test.
@@ -48,18 +48,18 @@ describe('statements sent together', () => {
     }
   }
 
-  it('a first statement with parameters travels with its BEGIN once the connection has parsed it, inside the transaction', async () => {
-    // First time on this connection: BEGIN, the statement (parsed now), COMMIT.
-    const first = await roundTrips(() => store.unitOfWork((uow) => uow.query(insert(1))));
-    expect(first.trips).toBe(3);
-    // Parsed: BEGIN and the statement in one round trip, then COMMIT.
-    const second = await roundTrips(() => store.unitOfWork((uow) => uow.query<{ id: number }>(insert(2))));
+  it('statements sent together that open a unit of work travel with its BEGIN once the connection has parsed them, inside the transaction', async () => {
+    // First time on this connection: BEGIN, each statement (parsed now), COMMIT.
+    const first = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(1), count])));
+    expect(first.trips).toBe(4);
+    // Parsed: BEGIN and both statements in one round trip, then COMMIT.
+    const second = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(2), count])));
     expect(second.trips).toBe(2);
-    expect(second.value.rows).toEqual([{ id: 2 }]);
-    // In the transaction: a unit of work that fails after it leaves nothing.
+    expect(second.value.map((r) => r.rows)).toEqual([[{ id: 2 }], [{ n: 2 }]]);
+    // In the transaction: a unit of work that fails after them leaves nothing.
     await expect(
       store.unitOfWork(async (uow) => {
-        await uow.query(insert(3));
+        await uow.queryMany([insert(3), count]);
         throw new Error('handler failed');
       }),
     ).rejects.toThrow('handler failed');
@@ -67,7 +67,7 @@ describe('statements sent together', () => {
   });
 
   it('queryMany runs its statements in order, in one round trip, and returns each one’s result', async () => {
-    await store.unitOfWork((uow) => uow.queryMany([insert(10), count, nextval])); // parses count and nextval here
+    await store.unitOfWork((uow) => uow.queryMany([insert(10), nextval])); // parses nextval here
     const before = await sequence();
     const { value, trips } = await roundTrips(() => store.unitOfWork((uow) => uow.queryMany([insert(11), count, insert(12), count, nextval])));
     expect(trips).toBe(2); // BEGIN with the five statements, COMMIT
