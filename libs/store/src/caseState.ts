@@ -68,12 +68,15 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
  * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
  * `derivedBefore`: derivationStatements' rows, run by this unit of work after its last write to
  * those cases' records (sent in one round trip with that write); they are then not run again.
+ * `commit`: the refresh is the unit of work's last work; its records go with the COMMIT
+ * (appendLedgerLocked's `commit`). With no record to append, the unit of work commits as usual.
  */
 export async function refreshCaseStates(
   uow: UnitOfWork,
   parts: readonly { caseId: string; cause: CaseStateCause }[],
   held?: ReadonlyMap<string, LockedCaseState>,
   derivedBefore?: ReadonlyMap<string, CaseStateChange>,
+  opts: { commit?: boolean } = {},
 ): Promise<Map<string, CaseStateRefresh>> {
   const out = new Map<string, CaseStateRefresh>();
   if (parts.length === 0) return out;
@@ -98,7 +101,7 @@ export async function refreshCaseStates(
       records.push({ caseId: p.caseId, rec: derived.record, lockedHead: derived.refresh.head });
     }
   }
-  const appended = await uow.appendLedgerLocked(records);
+  const appended = await uow.appendLedgerLocked(records, opts);
   records.forEach((r, i) => out.set(r.caseId, { ...pending.get(r.caseId)!, appended: appended[i]!, head: { seq: appended[i]!.seq, hash: appended[i]!.hash } }));
   return out;
 }

@@ -44,6 +44,13 @@ export interface Queryable {
    * A port without it runs them one by one (UnitOfWork.queryMany).
    */
   queryMany?(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]>;
+  /**
+   * Runs the statements and then COMMIT, in ONE round trip where the port can: the transaction
+   * ends with them, and nothing may run in it after. A failure of any of them rejects the call
+   * and commits nothing. A port without it runs them one by one and commits as usual
+   * (UnitOfWork.commitWith).
+   */
+  commitWith?(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]>;
 }
 
 export interface Db extends Queryable {

@@ -216,11 +216,12 @@ export class JournalCommitter {
    * one part here (every finish carries a ledger record, and a batch one record per case); its
    * head is then that record.
    *
-   * The derivations go in one round trip with the statement (and its BEGIN): a finish then costs
-   * two round trips more than a plain turn's write (the records, the COMMIT), not four. They
-   * are run for every part's case before the statement's rows are seen, which is right only when
-   * every part was written; if one was not (a stale fence, a ledger head that moved), the unit of
-   * work is rolled back and run again the long way, where only the applied parts are derived.
+   * The derivations go in one round trip with the statement (and its BEGIN), and the
+   * `case_state` records with the COMMIT: a finish then costs one round trip more than a plain
+   * turn's write, not four. The derivations are run for every part's case before the
+   * statement's rows are seen, which is right only when every part was written; if one was not
+   * (a stale fence, a ledger head that moved), the unit of work is rolled back and run again the
+   * long way, where only the applied parts are derived.
    */
   private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: boolean, written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
     const caseIds = [...new Set(batch.map((p) => p.caseId))].sort();
@@ -258,7 +259,8 @@ export class JournalCommitter {
         return [batch[r.idx]!.caseId, { state: r.case_state!, state_reason: r.case_state_reason ?? null, head_seq: ledger.seq, head_hash: ledger.hash }] as const;
       }),
     );
-    const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })), held, derivedBefore);
+    // The unit of work's last statement: its `case_state` records go with the COMMIT.
+    const states = await refreshCaseStates(uow, applied.map((r) => ({ caseId: batch[r.idx]!.caseId, cause: batch[r.idx]!.cause! })), held, derivedBefore, { commit: true });
     for (const r of applied) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), states.get(batch[r.idx]!.caseId)));
     return rows;
   }

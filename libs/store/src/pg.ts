@@ -7,7 +7,8 @@ import pg from 'pg';
 import { jitteredBackoffMs } from '@everdict/contracts';
 import type { Db, QueryResult, Queryable, SessionPrepared, Sql } from './db.js';
 import { DatabaseUnavailable, translateDbError } from './errors.js';
-import { BEGIN, pipelinable, runPipeline } from './pgPipeline.js';
+import { BEGIN, COMMIT, pipelinable, runPipeline } from './pgPipeline.js';
+import type { PipelineResult } from './pgPipeline.js';
 
 // Return int8 (bigserial, counts) as JS numbers: every bigint we use stays far below 2^53.
 pg.types.setTypeParser(20, (v) => Number(v));
@@ -61,6 +62,9 @@ function sessionText(client: pg.PoolClient, q: Sql): string {
   const s = q.sessionPrepared;
   return s !== undefined && sessionStatements.get(client)?.has(s.name) === true ? s.execute : q.text;
 }
+
+/** The error of a COMMIT the server answered with ROLLBACK (an earlier statement had failed). */
+const rolledBack = () => Object.assign(new Error('transaction was aborted by an earlier failed statement and rolled back'), { code: '25P02' });
 
 export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db {
   const pool = new pg.Pool({
@@ -124,8 +128,11 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       // pipelined with BEGIN: the consumers' units of work all open with the inbox insert, and a
       // unit of work without it would gain the round trip the inbox must wait for (bench:bus).
       let begun = false;
+      /** Set once commitWith's COMMIT succeeded: the transaction is over. */
+      let committed = false;
+      const ended = () => new Error('the unit of work has committed (commitWith): nothing more may run in it');
       const inner = asQueryable(client);
-      const pipeline = async (sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> => {
+      const pipeline = async (sqls: readonly Sql[]): Promise<PipelineResult[]> => {
         try {
           return await runPipeline(client, sqls);
         } catch (err) {
@@ -134,6 +141,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       };
       const tx: Queryable = {
         async query<R>(q: Sql): Promise<QueryResult<R>> {
+          if (committed) throw ended();
           const down = gone();
           if (down) throw down;
           // Inside the transaction a statement is never prepared (PREPARE is session state),
@@ -154,6 +162,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
           return inner.query<R>(q);
         },
         async queryMany(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+          if (committed) throw ended();
           const down = gone();
           if (down) throw down;
           if (sqls.length > 0 && pipelinable(client, sqls)) {
@@ -166,22 +175,37 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
           for (const q of sqls) out.push(await tx.query(q));
           return out;
         },
+        async commitWith(sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+          if (committed) throw ended();
+          const down = gone();
+          if (down) throw down;
+          // Not pipelinable yet: one by one, and the COMMIT after the callback as usual.
+          if (sqls.length === 0 || !pipelinable(client, sqls)) return tx.queryMany!(sqls);
+          const opening = begun ? [] : [BEGIN];
+          begun = true;
+          const results = await pipeline([...opening, ...sqls, COMMIT]);
+          // A COMMIT after a failed statement that the callback swallowed is answered with
+          // ROLLBACK: report it, never a silent success.
+          if (results.at(-1)!.command === 'ROLLBACK') throw rolledBack();
+          committed = true;
+          return results.slice(opening.length, -1);
+        },
       };
       try {
         const result = await fn(tx);
+        // Committed by commitWith: a connection lost after that COMMIT's answer lost nothing.
+        if (committed) return result;
         const down = gone();
         if (down) throw down;
         if (begun) {
           // A COMMIT after a failed statement that the callback swallowed is answered with
           // ROLLBACK: report it, never a silent success.
           const done = await client.query('COMMIT');
-          if (done.command === 'ROLLBACK') {
-            throw Object.assign(new Error('transaction was aborted by an earlier failed statement and rolled back'), { code: '25P02' });
-          }
+          if (done.command === 'ROLLBACK') throw rolledBack();
         }
         return result;
       } catch (err) {
-        if (begun && lost === undefined) {
+        if (begun && !committed && lost === undefined) {
           try {
             await client.query('ROLLBACK');
           } catch {

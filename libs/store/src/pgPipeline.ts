@@ -34,6 +34,12 @@ interface Connection {
 interface PgResult {
   readonly rows: unknown[];
   readonly rowCount: number | null;
+  readonly command: string;
+}
+
+/** A pipelined statement's result, with the command tag the server answered (COMMIT, ROLLBACK, …). */
+export interface PipelineResult extends QueryResult<unknown> {
+  readonly command: string;
 }
 
 const connectionOf = (client: pg.ClientBase): Connection => (client as unknown as { connection: Connection }).connection;
@@ -42,6 +48,8 @@ const prepareValue = (pg as unknown as { utils: { prepareValue(v: unknown): unkn
 
 /** The BEGIN a unit of work opens with, sent ahead of its first statement. */
 export const BEGIN: Sql = { text: 'BEGIN' };
+/** The COMMIT a unit of work may end with, sent behind its last statements (Queryable.commitWith). */
+export const COMMIT: Sql = { text: 'COMMIT' };
 
 /**
  * Whether `sqls` can go in one pipeline on `client`: each either a named statement already parsed
@@ -80,7 +88,7 @@ class PipelineQuery extends pg.Query {
  * statement's rows. Values are converted before anything is sent, so a value that cannot be
  * sent fails the call with nothing written to the connection.
  */
-export function runPipeline(client: pg.ClientBase, sqls: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+export function runPipeline(client: pg.ClientBase, sqls: readonly Sql[]): Promise<PipelineResult[]> {
   let statements: { sql: Sql; values: unknown[] }[];
   try {
     statements = sqls.map((sql) => ({ sql, values: (sql.values ?? []).map((v) => prepareValue(v)) }));
@@ -92,7 +100,7 @@ export function runPipeline(client: pg.ClientBase, sqls: readonly Sql[]): Promis
       if (err) return reject(err);
       const results = Array.isArray(result) ? result : [result];
       if (results.length !== sqls.length) return reject(new Error(`pipeline of ${sqls.length} statements answered with ${results.length} results`));
-      resolve(results.map((r) => ({ rows: r.rows, rowCount: r.rowCount ?? 0 })));
+      resolve(results.map((r) => ({ rows: r.rows, rowCount: r.rowCount ?? 0, command: r.command })));
     });
     void client.query(query as unknown as pg.QueryConfig);
   });

@@ -100,6 +100,16 @@ export class UnitOfWork {
     return this.tx.query<R>(q);
   }
 
+  /**
+   * The unit of work's last statements, sent with its COMMIT where the port can
+   * (Queryable.commitWith); the work queued for COMMIT runs first. Nothing may run after it.
+   */
+  async commitWith(qs: readonly Sql[]): Promise<QueryResult<unknown>[]> {
+    await this.settleBeforeCommit();
+    if (this.tx.commitWith) return this.tx.commitWith(qs);
+    return this.queryMany(qs);
+  }
+
   /** Statements in order, in one round trip where the port can (Queryable.queryMany). */
   async queryMany(qs: readonly Sql[]): Promise<QueryResult<unknown>[]> {
     if (this.tx.queryMany) return this.tx.queryMany(qs);
@@ -207,13 +217,23 @@ export class UnitOfWork {
    * appendLedger for fresh records of DISTINCT cases whose heads this unit of work holds locked
    * (`lockedHead`, read under the lock): one statement for all of them. A record the statement
    * skipped (a conflict) is appended on its own, re-reading its head.
+   * `commit`: the statement is the unit of work's last and goes with its COMMIT (commitWith);
+   * a conflict then fails it, and with it the unit of work, instead of being appended again.
    */
-  async appendLedgerLocked(items: readonly { caseId: string; rec: Omit<LedgerAppend, 'recordId'>; lockedHead: LedgerHead }[]): Promise<LedgerAppended[]> {
+  async appendLedgerLocked(items: readonly { caseId: string; rec: Omit<LedgerAppend, 'recordId'>; lockedHead: LedgerHead }[], opts: { commit?: boolean } = {}): Promise<LedgerAppended[]> {
     if (new Set(items.map((i) => i.caseId)).size !== items.length) throw new Error('appendLedgerLocked: one record per case');
     const createdAt = new Date().toISOString();
     const chained = items.map((i) => chainNext(i.caseId, i.lockedHead, { recordId: newId(), kind: i.rec.kind, body: i.rec.body }, createdAt));
     if (items.length === 0) return [];
-    const rows = (await this.tx.query<{ record_id: string; moved: boolean }>(appendLedgerRecords(items.map((i, n) => ({ caseId: i.caseId, ...chained[n]! }))))).rows;
+    const records = items.map((i, n) => ({ caseId: i.caseId, ...chained[n]! }));
+    if (opts.commit === true) {
+      const rows = (await this.commitWith([appendLedgerRecords(records, 'strict')]))[0]!.rows as { record_id: string; moved: boolean }[];
+      // The strict insert failed on any conflict; a record in and its head not moved is a broken chain.
+      const stuck = chained.find((r) => rows.find((x) => x.record_id === r.recordId)?.moved !== true);
+      if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
+      return chained.map((r) => ({ recordId: r.recordId, seq: r.seq, hash: r.hash }));
+    }
+    const rows = (await this.tx.query<{ record_id: string; moved: boolean }>(appendLedgerRecords(records))).rows;
     const landed = new Map(rows.map((r) => [r.record_id, r.moved]));
     const out: LedgerAppended[] = [];
     for (const [n, r] of chained.entries()) {

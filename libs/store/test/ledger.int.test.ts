@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { JournalCommitter } from '../src/groupCommit.js';
 import type { TurnWrite } from '../src/journal.js';
+import type { UnitOfWork } from '../src/unitOfWork.js';
 import { refreshCaseStates } from '../src/caseState.js';
 import { REFRESH_SET_MIN } from '../src/sql/caseState.js';
 import { claimTask } from '../src/tasks.js';
@@ -90,6 +91,48 @@ describe('ledger', () => {
       const rows = await t.store.readLedger(c);
       expect(rows.filter((r) => r.kind === 'note' && (r.body as { batch?: number }).batch !== undefined)).toHaveLength(1);
       expect(await t.store.verifyLedger(c)).toMatchObject({ ok: true });
+    }
+  });
+
+  it('records sent with the COMMIT: one that collides fails the unit of work, which commits nothing', async () => {
+    // One connection: from the second attempt on, the strict statement is parsed there and goes with the COMMIT.
+    const one = await testStore('ledger commit', 1);
+    try {
+      const seed = async (n: number) => {
+        const { caseId } = await seedCase(one.store);
+        for (let i = 0; i < n; i++) await one.store.unitOfWork((uow) => uow.appendLedger(caseId, { kind: 'note', body: { i } }));
+        return caseId;
+      };
+      const [collides, fine, other] = [await seed(2), await seed(1), await seed(1)];
+      const before = await Promise.all([collides, fine, other].map((c) => one.store.readLedger(c)));
+      const lockHeads = async (uow: UnitOfWork, cases: string[]) => {
+        const heads = [];
+        for (const c of [...cases].sort()) {
+          const { rows } = await uow.query<{ seq: number; hash: string }>({ text: 'SELECT seq, hash FROM ledger_heads WHERE case_id = $1::uuid FOR UPDATE', values: [c] });
+          heads.push({ caseId: c, head: rows[0]! });
+        }
+        return heads;
+      };
+      for (let attempt = 0; attempt < 3; attempt++) {
+        await expect(
+          one.store.unitOfWork(async (uow) => {
+            await uow.appendLedger(other, { kind: 'note', body: { text: 'written earlier in the same unit of work' } });
+            // One head as it was a record earlier: its record would take a seq that is taken.
+            const heads = await lockHeads(uow, [collides, fine]);
+            return uow.appendLedgerLocked(
+              heads.map((h) => ({ caseId: h.caseId, rec: { kind: 'note', body: { committed: true } }, lockedHead: h.caseId === collides ? { seq: h.head.seq - 1, hash: 'stale' } : h.head })),
+              { commit: true },
+            );
+          }),
+        ).rejects.toMatchObject({ code: 'duplicate_key' });
+        expect(await Promise.all([collides, fine, other].map((c) => one.store.readLedger(c)))).toEqual(before);
+      }
+      const appended = await one.store.unitOfWork(async (uow) => uow.appendLedgerLocked((await lockHeads(uow, [fine])).map((h) => ({ caseId: h.caseId, rec: { kind: 'note', body: { committed: true } }, lockedHead: h.head })), { commit: true }));
+      const last = (await one.store.readLedger(fine)).at(-1)!;
+      expect(appended).toEqual([{ recordId: last.record_id, seq: last.seq, hash: last.hash }]);
+      expect(await one.store.verifyLedger(fine)).toMatchObject({ ok: true });
+    } finally {
+      await one.close();
     }
   });
 

@@ -107,6 +107,40 @@ describe('statements sent together', () => {
     expect(value[0]!.rows).toEqual([{ id: 31 }]);
   });
 
+  it('commitWith sends the last statements with the COMMIT: one round trip, and the unit of work ends there', async () => {
+    await store.unitOfWork((uow) => uow.commitWith([insert(40), nextval])); // parsed here: one by one, COMMIT after
+    const { value, trips } = await roundTrips(() =>
+      store.unitOfWork(async (uow) => {
+        const [a] = await uow.queryMany([insert(41)]);
+        const [b, c] = await uow.commitWith([insert(42), count]);
+        await expect(uow.query(count)).rejects.toThrow(/has committed/);
+        return [a!.rows, b!.rows, c!.rows];
+      }),
+    );
+    expect(trips).toBe(2); // BEGIN with the first, then the last two with COMMIT; no COMMIT after
+    expect(value[1]).toEqual([{ id: 42 }]);
+    expect(await rows()).toEqual(expect.arrayContaining([40, 41, 42]));
+  });
+
+  it('commitWith commits nothing when one of its statements fails, nor after a failure the callback swallowed', async () => {
+    const kept = await rows();
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.queryMany([insert(50)]);
+        await uow.commitWith([insert(51), insert(11)]);
+      }),
+    ).rejects.toBeInstanceOf(DuplicateKey);
+    expect(await rows()).toEqual(kept);
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.queryMany([insert(52)]);
+        await uow.queryMany([insert(11)]).catch(() => undefined);
+        await uow.commitWith([count]);
+      }),
+    ).rejects.toThrow();
+    expect(await rows()).toEqual(kept);
+  });
+
   it('statements the simple protocol must run (no parameters, no name) are sent one by one, as before', async () => {
     const { value, trips } = await roundTrips(() =>
       store.unitOfWork((uow) => uow.queryMany([{ text: "SET LOCAL application_name = 'a'; SET LOCAL application_name = 'b'" }, { text: 'SELECT current_setting($1::text) AS v', values: ['application_name'] }])),

@@ -96,16 +96,20 @@ export function selectLedger(caseId: string, afterSeq = 0, limit = 1000): Sql {
 
 /**
  * appendLedgerRecord for records of DISTINCT cases in one statement, each under its case's head
- * lock. A record that conflicts is skipped (not an error); `inserted`/`moved` count the rest,
- * and the caller appends a skipped one on its own.
+ * lock. `skip`: a record that conflicts is skipped (not an error); `moved` tells the rest, and
+ * the caller appends a skipped one on its own. `strict`: a conflict fails the statement (the
+ * ledger's key: a chain only grows by its next seq, so a head that moved past a record's seq
+ * left a row at that seq), for a caller that sends COMMIT in the same round trip.
  */
-export function appendLedgerRecords(rs: readonly { caseId: string; seq: number; recordId: string; kind: string; body: unknown; prevHash: string; hash: string; createdAt: string }[]): Sql {
+export function appendLedgerRecords(
+  rs: readonly { caseId: string; seq: number; recordId: string; kind: string; body: unknown; prevHash: string; hash: string; createdAt: string }[],
+  mode: 'skip' | 'strict' = 'skip',
+): Sql {
   return {
-    name: 'ev_append_ledger_records',
+    name: mode === 'skip' ? 'ev_append_ledger_records' : 'ev_append_ledger_records_strict',
     text: `WITH ins AS (
              INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
-             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], $7::text[], $8::timestamptz[])
-             ON CONFLICT DO NOTHING
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], $7::text[], $8::timestamptz[])${mode === 'skip' ? '\n             ON CONFLICT DO NOTHING' : ''}
              RETURNING case_id, seq, hash, record_id
            ), head AS (
              INSERT INTO ledger_heads (case_id, seq, hash) SELECT case_id, seq, hash FROM ins
