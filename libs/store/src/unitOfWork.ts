@@ -229,7 +229,8 @@ export class UnitOfWork {
     if (opts.commit === true) {
       const rows = (await this.commitWith([appendLedgerRecords(records, 'strict')]))[0]!.rows as { record_id: string; moved: boolean }[];
       // The strict insert failed on any conflict; a record in and its head not moved is a broken chain.
-      const stuck = chained.find((r) => rows.find((x) => x.record_id === r.recordId)?.moved !== true);
+      const moved = new Map(rows.map((r) => [r.record_id, r.moved]));
+      const stuck = chained.find((r) => moved.get(r.recordId) !== true);
       if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
       return chained.map((r) => ({ recordId: r.recordId, seq: r.seq, hash: r.hash }));
     }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { JournalCommitter } from '../src/groupCommit.js';
 import type { TurnWrite } from '../src/journal.js';
+import type { Store } from '../src/store.js';
 import type { UnitOfWork } from '../src/unitOfWork.js';
 import { refreshCaseStates } from '../src/caseState.js';
 import { REFRESH_SET_MIN } from '../src/sql/caseState.js';
@@ -16,13 +17,39 @@ describe('ledger', () => {
   });
   afterAll(async () => t.close());
 
-  async function chain(n: number): Promise<string> {
-    const { caseId } = await seedCase(t.store);
+  async function chain(n: number, store: Store = t.store): Promise<string> {
+    const { caseId } = await seedCase(store);
     for (let i = 0; i < n; i++) {
-      await t.store.unitOfWork((uow) => uow.appendLedger(caseId, { kind: 'note', body: { i, text: `record ${i}` } }));
+      await store.unitOfWork((uow) => uow.appendLedger(caseId, { kind: 'note', body: { i, text: `record ${i}` } }));
     }
     return caseId;
   }
+
+  /** `n` cases whose root tasks one unit of work claimed: their tokens, and their ledger heads after the claim. */
+  async function claimed(n: number) {
+    const seeded = await Promise.all(Array.from({ length: n }, () => seedCase(t.store)));
+    const tokens = await t.store.unitOfWork(async (uow) =>
+      Promise.all(
+        seeded.map(async (s) => {
+          const c = await claimTask(uow, s.taskId, 'w', 30_000);
+          if (!c.claimed) throw new Error('not claimed');
+          return c.token;
+        }),
+      ),
+    );
+    const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
+    return { seeded, tokens, heads };
+  }
+
+  /** A task's finish: its turn record and `done`, nothing else. */
+  const finish: TurnWrite = {
+    papers: [],
+    completions: [],
+    intents: [],
+    checkpoint: null,
+    ledger: { kind: 'turn', body: { outcome: 'done' } },
+    transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
+  };
 
   it('an untouched chain verifies', async () => {
     const caseId = await chain(12);
@@ -98,12 +125,7 @@ describe('ledger', () => {
     // One connection: from the second attempt on, the strict statement is parsed there and goes with the COMMIT.
     const one = await testStore('ledger commit', 1);
     try {
-      const seed = async (n: number) => {
-        const { caseId } = await seedCase(one.store);
-        for (let i = 0; i < n; i++) await one.store.unitOfWork((uow) => uow.appendLedger(caseId, { kind: 'note', body: { i } }));
-        return caseId;
-      };
-      const [collides, fine, other] = [await seed(2), await seed(1), await seed(1)];
+      const [collides, fine, other] = [await chain(2, one.store), await chain(1, one.store), await chain(1, one.store)];
       const before = await Promise.all([collides, fine, other].map((c) => one.store.readLedger(c)));
       const lockHeads = async (uow: UnitOfWork, cases: string[]) => {
         const heads = [];
@@ -154,26 +176,8 @@ describe('ledger', () => {
   });
 
   it('finishes group-committed together lock their cases with the write and re-derive each: one case_state record after each finish', async () => {
-    const seeded = [await seedCase(t.store), await seedCase(t.store)];
-    const tokens = await t.store.unitOfWork(async (uow) =>
-      Promise.all(
-        seeded.map(async (s) => {
-          const c = await claimTask(uow, s.taskId, 'w', 30_000);
-          if (!c.claimed) throw new Error('not claimed');
-          return c.token;
-        }),
-      ),
-    );
-    const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
+    const { seeded, tokens, heads } = await claimed(2);
     const committer = new JournalCommitter(t.store);
-    const finish: TurnWrite = {
-      papers: [],
-      completions: [],
-      intents: [],
-      checkpoint: null,
-      ledger: { kind: 'turn', body: { outcome: 'done' } },
-      transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
-    };
     // Written in the same tick: one statement for both finishes, in one unit of work.
     const written = await Promise.all(
       seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
@@ -192,30 +196,12 @@ describe('ledger', () => {
   });
 
   it('a finish whose fence went stale, batched with others, writes nothing and moves nothing of its case; the others land with their case states', async () => {
-    const seeded = [await seedCase(t.store), await seedCase(t.store), await seedCase(t.store)];
-    const tokens = await t.store.unitOfWork(async (uow) =>
-      Promise.all(
-        seeded.map(async (s) => {
-          const c = await claimTask(uow, s.taskId, 'w', 30_000);
-          if (!c.claimed) throw new Error('not claimed');
-          return c.token;
-        }),
-      ),
-    );
-    const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
+    const { seeded, tokens, heads } = await claimed(3);
     const stale = seeded[1]!;
     // Another worker took the task over; and its case row holds a state its records do not give,
     // so a derivation of that case would move it (and, without its finish, record nothing).
     await t.store.db.query({ text: 'UPDATE tasks SET fence_epoch = fence_epoch + 1 WHERE id = $1::uuid', values: [stale.taskId] });
     await t.store.db.query({ text: "UPDATE cases SET state = 'opened', state_reason = NULL WHERE id = $1::uuid", values: [stale.caseId] });
-    const finish: TurnWrite = {
-      papers: [],
-      completions: [],
-      intents: [],
-      checkpoint: null,
-      ledger: { kind: 'turn', body: { outcome: 'done' } },
-      transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
-    };
     const committer = new JournalCommitter(t.store);
     const outcomes = await Promise.allSettled(
       seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
