@@ -200,7 +200,8 @@ CREATE TABLE public.cost_ledger (
     output_tokens integer,
     cost numeric,
     recorded_at timestamp with time zone DEFAULT now() NOT NULL
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
 CREATE TABLE public.customer_notifications (
     id uuid NOT NULL,
@@ -374,7 +375,8 @@ CREATE TABLE public.history_blocks (
     CONSTRAINT history_blocks_hash_check CHECK ((hash ~ '^sha256:[0-9a-f]{64}$'::text)),
     CONSTRAINT history_blocks_layout_check CHECK ((layout = 'spans.v1'::text)),
     CONSTRAINT history_blocks_prev_check CHECK ((prev ~ '^sha256:[0-9a-f]{64}$'::text))
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
 CREATE TABLE public.impact_claims (
     impact_key text NOT NULL,
@@ -404,7 +406,8 @@ CREATE TABLE public.ledger (
     hash text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     CONSTRAINT ledger_seq_check CHECK ((seq >= 1))
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
 CREATE TABLE public.ledger_heads (
     case_id uuid NOT NULL,
@@ -461,7 +464,8 @@ CREATE TABLE public.paper_revisions (
     layout text,
     CONSTRAINT paper_revisions_layout_check CHECK ((layout = ANY (ARRAY['history-manifest.v1'::text, 'spans.v1'::text]))),
     CONSTRAINT paper_revisions_revision_check CHECK ((revision >= 1))
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 ALTER TABLE ONLY public.paper_revisions ALTER COLUMN bytes SET COMPRESSION lz4;
 
 CREATE TABLE public.papers (
@@ -471,7 +475,8 @@ CREATE TABLE public.papers (
     name text NOT NULL,
     head_revision integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
 CREATE TABLE public.plan_confirmations (
     task_id uuid NOT NULL,
@@ -561,7 +566,8 @@ CREATE TABLE public.runtime_calls (
     CONSTRAINT runtime_calls_ordinal_check CHECK ((ordinal >= 0)),
     CONSTRAINT runtime_calls_status_check CHECK ((status = ANY (ARRAY['intent'::text, 'completed'::text, 'failed'::text, 'unknown'::text, 'refused'::text, 'shadowed'::text]))),
     CONSTRAINT runtime_calls_turn_check CHECK ((turn >= 0))
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000', autovacuum_vacuum_threshold='100000');
 
 CREATE TABLE public.schema_migrations (
     version integer NOT NULL,
@@ -634,7 +640,8 @@ CREATE TABLE public.turn_checkpoints (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     versions jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT turn_checkpoints_turn_check CHECK ((turn >= 0))
-);
+)
+WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
 CREATE TABLE public.version_decisions (
     task_id uuid NOT NULL,
