@@ -176,7 +176,8 @@ CREATE TABLE public.cases (
     closed_by text,
     CONSTRAINT cases_state_check CHECK ((state = ANY (ARRAY['opened'::text, 'running'::text, 'parked'::text, 'at_gate'::text, 'held'::text, 'resolved'::text, 'closed'::text, 'cancelled'::text]))),
     CONSTRAINT cases_stop_mode_check CHECK ((stop_mode = ANY (ARRAY['hard'::text, 'soft'::text])))
-);
+)
+WITH (autovacuum_analyze_threshold='10000', autovacuum_vacuum_insert_threshold='10000', autovacuum_vacuum_threshold='10000');
 
 CREATE TABLE public.consents (
     gate_id uuid NOT NULL,
@@ -413,7 +414,8 @@ CREATE TABLE public.ledger_heads (
     case_id uuid NOT NULL,
     seq bigint NOT NULL,
     hash text NOT NULL
-);
+)
+WITH (autovacuum_analyze_threshold='10000', autovacuum_vacuum_insert_threshold='10000', autovacuum_vacuum_threshold='10000');
 
 CREATE TABLE public.mailbox_cursors (
     mailbox_key text NOT NULL,
@@ -628,7 +630,8 @@ CREATE TABLE public.tasks (
     CONSTRAINT tasks_park_reason_check CHECK ((park_reason = ANY (ARRAY['question'::text, 'gate'::text, 'sub_case'::text, 'connector_down'::text, 'provider_down'::text, 'budget'::text, 'capability_gap'::text, 'children'::text, 'consent'::text, 'capacity'::text]))),
     CONSTRAINT tasks_park_reason_iff_parked CHECK (((state = 'parked'::text) = (park_reason IS NOT NULL))),
     CONSTRAINT tasks_state_check CHECK ((state = ANY (ARRAY['open'::text, 'running'::text, 'parked'::text, 'done'::text, 'failed'::text, 'cancelled'::text])))
-);
+)
+WITH (autovacuum_analyze_threshold='10000', autovacuum_vacuum_insert_threshold='10000', autovacuum_vacuum_threshold='10000');
 
 CREATE TABLE public.turn_checkpoints (
     task_id uuid NOT NULL,
