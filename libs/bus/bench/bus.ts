@@ -131,6 +131,7 @@ async function main(): Promise<void> {
         }
         const pairs = results.inbox_dedup.map((inbox, r) => ({ inbox, base: results.no_inbox[r]! }));
         const cpu = (m: Measured) => m.pgCpuUs + m.nodeCpuUs;
+        const roundPcts = pairs.map((p) => (1 - p.inbox.rate / p.base.rate) * 100);
         const best = (m: Mode) => Math.max(...results[m].map((x) => x.rate));
         const oneDecimal = (x: number) => Math.round(x * 10) / 10;
         console.log(
@@ -140,8 +141,8 @@ async function main(): Promise<void> {
             handler: shape,
             batch,
             rounds: ROUNDS,
-            value: oneDecimal(median(pairs.map((p) => (1 - p.inbox.rate / p.base.rate) * 100))),
-            round_pcts: pairs.map((p) => oneDecimal((1 - p.inbox.rate / p.base.rate) * 100)),
+            value: oneDecimal(median(roundPcts)),
+            round_pcts: roundPcts.map(oneDecimal),
             inbox_dedup_msg_per_s: Math.round(median(results.inbox_dedup.map((x) => x.rate))),
             no_inbox_msg_per_s: Math.round(median(results.no_inbox.map((x) => x.rate))),
             cpu_overhead_pct: oneDecimal(median(pairs.map((p) => (cpu(p.inbox) / cpu(p.base) - 1) * 100))),
