@@ -1,3 +1,9 @@
+CREATE TYPE public.inbox_disposition AS ENUM (
+    'applied',
+    'ignored',
+    'refused'
+);
+
 CREATE FUNCTION public.ledger_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -392,9 +398,8 @@ CREATE TABLE public.inbox_messages (
     message_id uuid NOT NULL,
     payload_hash text NOT NULL,
     type text NOT NULL,
-    disposition text NOT NULL,
-    received_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT inbox_messages_disposition_check CHECK ((disposition = ANY (ARRAY['applied'::text, 'ignored'::text, 'refused'::text])))
+    disposition public.inbox_disposition NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 CREATE TABLE public.ledger (
@@ -747,7 +752,7 @@ ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_pkey PRIMARY KEY (impact_key);
 
 ALTER TABLE ONLY public.inbox_messages
-    ADD CONSTRAINT inbox_messages_pkey PRIMARY KEY (consumer, message_id);
+    ADD CONSTRAINT inbox_messages_pkey PRIMARY KEY (message_id, consumer);
 
 ALTER TABLE ONLY public.ledger_heads
     ADD CONSTRAINT ledger_heads_pkey PRIMARY KEY (case_id);
@@ -864,8 +869,6 @@ CREATE INDEX grants_expiry_idx ON public.grants USING btree (expires_at) WHERE (
 CREATE UNIQUE INDEX grants_one_per_gate_idx ON public.grants USING btree (gate_id) WHERE (gate_id IS NOT NULL);
 
 CREATE INDEX impact_claims_call_idx ON public.impact_claims USING btree (call_id);
-
-CREATE INDEX inbox_messages_received_brin ON public.inbox_messages USING brin (received_at);
 
 CREATE INDEX ledger_effect_postcheck_idx ON public.ledger USING btree (case_id, seq) WHERE (kind = 'effect_postcheck'::text);
 

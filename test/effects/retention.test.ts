@@ -3,8 +3,10 @@
  * reconciler`) over real Postgres:
  *
  * - With the defaults (no `closedCasePapersDays`) a pass prunes inbox rows received more than
- *   8 days ago and outbox rows published more than 7 days ago, in batches of `batchRows`, and
- *   keeps younger inbox rows, younger published rows and every unpublished row however old.
+ *   8 days ago (UUIDv7 ids of that time, and ids that are not time-first) and outbox rows
+ *   published more than 7 days ago, in batches of `batchRows`, and keeps younger inbox rows
+ *   (also one whose id is older than the horizon), younger published rows and every
+ *   unpublished row however old.
  *   No paper is touched. `everdict_retention_pruned_total{kind}` counts exactly the rows gone.
  * - A SIGHUP reload setting `closedCasePapersDays: 2` applies to the next pass: the replay
  *   papers (model-call request/response, superseded checkpoint state) of the case closed 3 days
@@ -12,6 +14,7 @@
  *   closed 3 days ago with an effect call in doubt and a case closed an hour ago keep every
  *   paper. Every case's ledger still verifies.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,11 +70,21 @@ async function revisionsOf(paperIds: readonly string[]): Promise<number> {
   return Number(rows[0]!.n);
 }
 
-async function seedInbox(n: number, ageDays: number): Promise<void> {
+/** A UUIDv7 message id allocated `ageDays` ago: its first 48 bits are the allocation time (ms). */
+function idFromDaysAgo(ageDays: number): string {
+  const ms = (Date.now() - ageDays * 86_400_000).toString(16).padStart(12, '0');
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}${newId().slice(13)}`;
+}
+
+/**
+ * `n` inbox rows received `ageDays` ago. Their ids are of that moment too, as a producer's are,
+ * unless `id` is `random` (v4: not time-first).
+ */
+async function seedInbox(n: number, ageDays: number, id: 'aged' | 'random' = 'aged'): Promise<void> {
   for (let i = 0; i < n; i++) {
     await f.db.query({
       text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition, received_at) VALUES ('test-consumer', $1, $2, 'test.message', 'applied', now() - make_interval(days => $3::int))`,
-      values: [newId(), `sha256:${'0'.repeat(64)}`, ageDays],
+      values: [id === 'aged' ? idFromDaysAgo(ageDays) : randomUUID(), `sha256:${'0'.repeat(64)}`, ageDays],
     });
   }
 }
@@ -116,7 +129,14 @@ beforeAll(async () => {
   inDoubt = await seedCase('in-doubt', { state: 'closed', since: '3 days', effectInDoubt: true });
   closedYoung = await seedCase('closed-young', { state: 'closed', since: '1 hour' });
   await seedInbox(7, 9);
+  await seedInbox(2, 9, 'random');
   await seedInbox(2, 7);
+  await seedInbox(1, 7, 'random');
+  // Received 7 days ago under an id of 10 days ago (a producer clock behind): found, not yet due.
+  await f.db.query({
+    text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition, received_at) VALUES ('test-consumer', $1, $2, 'test.message', 'applied', now() - interval '7 days')`,
+    values: [idFromDaysAgo(10), `sha256:${'0'.repeat(64)}`],
+  });
   await seedOutbox(5, 8, true);
   await seedOutbox(1, 6, true);
   await seedOutbox(2, 30, false);
@@ -128,10 +148,10 @@ afterAll(async () => f?.close());
 
 describe('retention', () => {
   it('prunes old inbox and published outbox rows in batches, keeps the rest and every paper', async () => {
-    await eventually(async () => (await pruned('inbox')) === 7 && (await pruned('outbox')) === 5, { timeoutMs: 20_000, what: 'the first pass pruned inbox and outbox' }).catch((e: unknown) => {
+    await eventually(async () => (await pruned('inbox')) === 9 && (await pruned('outbox')) === 5, { timeoutMs: 20_000, what: 'the first pass pruned inbox and outbox' }).catch((e: unknown) => {
       throw new Error(`${String(e)}\n${node.output().slice(-3000)}`);
     });
-    expect(await count(`SELECT count(*) AS n FROM inbox_messages WHERE consumer = 'test-consumer'`)).toBe(2);
+    expect(await count(`SELECT count(*) AS n FROM inbox_messages WHERE consumer = 'test-consumer'`)).toBe(4);
     expect(await count(`SELECT count(*) AS n FROM inbox_messages WHERE consumer = 'test-consumer' AND received_at < now() - interval '8 days'`)).toBe(0);
     expect(await count(`SELECT count(*) AS n FROM outbox_messages WHERE type = 'test.message' AND published_at IS NOT NULL`)).toBe(1);
     expect(await count(`SELECT count(*) AS n FROM outbox_messages WHERE type = 'test.message' AND published_at IS NULL AND created_at < now() - interval '29 days'`)).toBe(2);

@@ -55,7 +55,7 @@ export async function setInboxDispositions(uow: UnitOfWork, consumer: string, me
   if (messageIds.length === 0) return;
   await uow.query({
     name: 'ev_set_inbox_dispositions',
-    text: 'UPDATE inbox_messages SET disposition = $3::text WHERE consumer = $1::text AND message_id = ANY($2::uuid[])',
+    text: 'UPDATE inbox_messages SET disposition = $3::inbox_disposition WHERE consumer = $1::text AND message_id = ANY($2::uuid[])',
     values: [consumer, messageIds, disposition],
   });
 }

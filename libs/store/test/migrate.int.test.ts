@@ -36,7 +36,6 @@ describe('migrations', () => {
     ['CASE_STATES', 'cases', 'state', CASE_STATES],
     ['CANCEL_MODES', 'cases', 'stop_mode', CANCEL_MODES],
     ['CALL_STATUSES', 'runtime_calls', 'status', CALL_STATUSES],
-    ['INBOX_DISPOSITIONS', 'inbox_messages', 'disposition', INBOX_DISPOSITIONS],
     ['GATE_STATES', 'gates', 'state', GATE_STATES],
     ['VERDICTS', 'decisions', 'verdict', VERDICTS],
     ['GRANT_STATES', 'grants', 'state', GRANT_STATES],
@@ -58,6 +57,16 @@ describe('migrations', () => {
     expect(lists, `${list}: one membership CHECK on ${table}.${column}; found ${rows.map((r) => r.def).join(' | ') || 'none'}`).toHaveLength(1);
     const inSchema = [...lists[0]!.matchAll(/'((?:[^']|'')*)'::text/g)].map((m) => m[1]!.replace(/''/g, "'"));
     expect([...inSchema].sort(), `${list} vs CHECK on ${table}.${column}: a new value needs a new migration`).toEqual([...values].sort());
+  });
+
+  // The inbox's list is an enum, not a CHECK (migration 0026: a CHECK costs every insert statement).
+  it('the enum of INBOX_DISPOSITIONS (inbox_messages.disposition) holds exactly the list in code', async () => {
+    const { rows } = await db.query<{ label: string }>({
+      text: `SELECT e.enumlabel AS label FROM pg_attribute a JOIN pg_class t ON t.oid = a.attrelid JOIN pg_enum e ON e.enumtypid = a.atttypid
+              WHERE t.relname = 'inbox_messages' AND a.attname = 'disposition' ORDER BY e.enumsortorder`,
+    });
+    expect(rows.map((r) => r.label).sort(), 'INBOX_DISPOSITIONS vs the enum of inbox_messages.disposition: a new value needs a new migration').toEqual([...INBOX_DISPOSITIONS].sort());
+    await expect(db.query({ text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition) VALUES ('c', '00000000-0000-7000-8000-000000000009', 'h', 't', 'lost')` })).rejects.toThrow(/inbox_disposition/);
   });
 
   it('refuses to run when a released migration was edited', async () => {

@@ -86,7 +86,7 @@ describe('inbox insert rendering', async () => {
     expect(q.text).toContain(`'${id}'::uuid`);
     // On Postgres the same literals execute the session's prepared insert.
     expect(q.sessionPrepared?.execute).toBe(`EXECUTE ev_inbox_insert ('turn-worker', '${id}'::uuid, '${hash}', 'task.runnable', 'applied')`);
-    expect(q.sessionPrepared?.prepare).toMatch(/^PREPARE ev_inbox_insert \(text, uuid, text, text, text\) AS INSERT INTO inbox_messages/);
+    expect(q.sessionPrepared?.prepare).toMatch(/^PREPARE ev_inbox_insert \(text, uuid, text, text, inbox_disposition\) AS INSERT INTO inbox_messages/);
   });
 
   it('renders a batch both ways: VALUES rows, and array literals for the session statement', async () => {

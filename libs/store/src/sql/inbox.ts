@@ -1,6 +1,8 @@
 /**
  * Inbox statements. The insert runs first in the consumer's unit of work: a concurrent
- * duplicate blocks on the primary key until we commit, then fails on it.
+ * duplicate blocks on the primary key until we commit, then fails on it. Every delivery pays for
+ * the table's indexes and constraints once per insert statement, so it has only its key
+ * (message_id, consumer) and its disposition is an enum, not a CHECK (migration 0026).
  */
 import type { InboxDisposition } from '@everdict/contracts';
 import type { Sql } from '../db.js';
@@ -26,7 +28,7 @@ function rowLiterals(consumer: string, messageId: string, payloadHash: string, t
 export const INBOX_KEY = 'inbox_messages_pkey';
 
 const INSERT_INBOX = `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::text)`;
+           VALUES ($1::text, $2::uuid, $3::text, $4::text, $5::inbox_disposition)`;
 
 /**
  * The dedup insert: a plain INSERT, so a delivery recorded already fails it on INBOX_KEY (an ON
@@ -45,7 +47,7 @@ export function insertInbox(consumer: string, messageId: string, payloadHash: st
       text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition) VALUES (${literals})`,
       sessionPrepared: {
         name: 'ev_inbox_insert',
-        prepare: `PREPARE ev_inbox_insert (text, uuid, text, text, text) AS ${INSERT_INBOX}`,
+        prepare: `PREPARE ev_inbox_insert (text, uuid, text, text, inbox_disposition) AS ${INSERT_INBOX}`,
         execute: `EXECUTE ev_inbox_insert (${literals})`,
       },
     };
@@ -65,7 +67,7 @@ const onRecorded = (mode: InboxBatchMode) =>
     : '';
 
 const INSERT_INBOX_BATCH = (mode: InboxBatchMode) => `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
-           SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'
+           SELECT $1::text, m.message_id, m.payload_hash, m.type, 'applied'::inbox_disposition
              FROM unnest($2::uuid[], $3::text[], $4::text[]) WITH ORDINALITY AS m(message_id, payload_hash, type, n)
             ORDER BY m.n${onRecorded(mode)}`;
 
@@ -105,7 +107,7 @@ export function selectInbox(consumer: string, messageId: string): Sql {
 export function updateInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Sql {
   return {
     name: 'ev_update_inbox_disposition',
-    text: 'UPDATE inbox_messages SET disposition = $3::text WHERE consumer = $1::text AND message_id = $2::uuid',
+    text: 'UPDATE inbox_messages SET disposition = $3::inbox_disposition WHERE consumer = $1::text AND message_id = $2::uuid',
     values: [consumer, messageId, disposition],
   };
 }

@@ -7,6 +7,7 @@
  * What each may touch, and why nothing else needs it:
  * - inbox: rows received more than `days` ago. An inbox row only answers "was this delivery
  *   applied already?"; past the broker's redelivery horizon no copy of the message can arrive.
+ *   Found by message id (pruneInboxBatch), oldest first.
  * - outbox: rows PUBLISHED (confirmed by the broker) more than `days` ago; an unpublished row
  *   is never touched, however old.
  * - papers: revisions of papers of cases `closed` for `days` (state_since: in that state since),
@@ -20,17 +21,42 @@
  */
 import type { Sql } from '../db.js';
 
+/** The SQL of the smallest UUIDv7 (RFC 9562: Unix milliseconds first) of moment `at`. */
+const v7Floor = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid`;
+
+/** The SQL of the largest UUIDv7 of moment `at`. */
+const v7Ceiling = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || 'ffffffffffffffffffff')::uuid`;
+
+/**
+ * The inbox has no index on received_at (migration 0026): its rows are found through the
+ * primary key, which leads with the message id. Message ids are UUIDv7, so a row received
+ * before the horizon has an id below the smallest id of that moment (its producer's clock
+ * allowing). received_at decides, the id only finds: a producer clock running behind finds a
+ * row early but never deletes it early; one running ahead finds it late. An id that is not
+ * time-first (above the largest id of a day from now: not UUIDv7, or a clock far ahead) is found
+ * by a second range of the key, whatever its age.
+ */
 export function pruneInboxBatch(days: number, limit: number): Sql {
+  const cutoff = 'now() - make_interval(days => $1::int)';
   return {
     name: 'ev_retention_inbox',
-    text: `WITH doomed AS (
-             SELECT consumer, message_id FROM inbox_messages
-              WHERE received_at < now() - make_interval(days => $1::int)
-              ORDER BY received_at
+    text: `WITH aged AS (
+             SELECT message_id, consumer FROM inbox_messages
+              WHERE message_id < ${v7Floor(cutoff)}
+                AND received_at < ${cutoff}
+              ORDER BY message_id
               LIMIT $2::int
+                FOR UPDATE SKIP LOCKED),
+           not_time_first AS (
+             SELECT message_id, consumer FROM inbox_messages
+              WHERE message_id > ${v7Ceiling("now() + interval '1 day'")}
+                AND received_at < ${cutoff}
+              ORDER BY message_id
+              LIMIT $2::int - (SELECT count(*) FROM aged)
                 FOR UPDATE SKIP LOCKED)
-           DELETE FROM inbox_messages i USING doomed d
-            WHERE i.consumer = d.consumer AND i.message_id = d.message_id`,
+           DELETE FROM inbox_messages i
+            USING (SELECT message_id, consumer FROM aged UNION ALL SELECT message_id, consumer FROM not_time_first) d
+            WHERE i.message_id = d.message_id AND i.consumer = d.consumer`,
     values: [days, limit],
   };
 }
