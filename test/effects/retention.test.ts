@@ -76,15 +76,12 @@ function idFromDaysAgo(ageDays: number): string {
   return `${ms.slice(0, 8)}-${ms.slice(8, 12)}${newId().slice(13)}`;
 }
 
-/**
- * `n` inbox rows received `ageDays` ago. Their ids are of that moment too, as a producer's are,
- * unless `id` is `random` (v4: not time-first).
- */
-async function seedInbox(n: number, ageDays: number, id: 'aged' | 'random' = 'aged'): Promise<void> {
+/** `n` inbox rows received `ageDays` ago; their ids are of that moment too, as a producer's are, unless `idOf` says otherwise. */
+async function seedInbox(n: number, ageDays: number, idOf: () => string = () => idFromDaysAgo(ageDays)): Promise<void> {
   for (let i = 0; i < n; i++) {
     await f.db.query({
       text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition, received_at) VALUES ('test-consumer', $1, $2, 'test.message', 'applied', now() - make_interval(days => $3::int))`,
-      values: [id === 'aged' ? idFromDaysAgo(ageDays) : randomUUID(), `sha256:${'0'.repeat(64)}`, ageDays],
+      values: [idOf(), `sha256:${'0'.repeat(64)}`, ageDays],
     });
   }
 }
@@ -129,14 +126,12 @@ beforeAll(async () => {
   inDoubt = await seedCase('in-doubt', { state: 'closed', since: '3 days', effectInDoubt: true });
   closedYoung = await seedCase('closed-young', { state: 'closed', since: '1 hour' });
   await seedInbox(7, 9);
-  await seedInbox(2, 9, 'random');
+  // Ids that are not time-first (v4), old and young.
+  await seedInbox(2, 9, randomUUID);
   await seedInbox(2, 7);
-  await seedInbox(1, 7, 'random');
+  await seedInbox(1, 7, randomUUID);
   // Received 7 days ago under an id of 10 days ago (a producer clock behind): found, not yet due.
-  await f.db.query({
-    text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition, received_at) VALUES ('test-consumer', $1, $2, 'test.message', 'applied', now() - interval '7 days')`,
-    values: [idFromDaysAgo(10), `sha256:${'0'.repeat(64)}`],
-  });
+  await seedInbox(1, 7, () => idFromDaysAgo(10));
   await seedOutbox(5, 8, true);
   await seedOutbox(1, 6, true);
   await seedOutbox(2, 30, false);

@@ -9,7 +9,7 @@
 -- without the CHECK too; 18–20 with this migration.
 --
 -- - The disposition's closed list is an enum instead of a CHECK: the database still refuses a
---   value outside it, through the type's input function, at no per-statement cost.
+--   value outside it, through the type's input function, with no expression to prepare.
 -- - The primary key leads with the message id, and the BRIN index on received_at goes:
 --   retention finds old rows through the key (message ids are UUIDv7, time first; the
 --   statement is in libs/store/src/sql/retention.ts), received_at still decides.

@@ -21,11 +21,11 @@
  */
 import type { Sql } from '../db.js';
 
-/** The SQL of the smallest UUIDv7 (RFC 9562: Unix milliseconds first) of moment `at`. */
-const v7Floor = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '00000000000000000000')::uuid`;
-
-/** The SQL of the largest UUIDv7 of moment `at`. */
-const v7Ceiling = (at: string) => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || 'ffffffffffffffffffff')::uuid`;
+/**
+ * The SQL of a UUIDv7 bound of moment `at` (RFC 9562: Unix milliseconds in the first 48 bits):
+ * `fill` '0' gives the smallest id of that millisecond, 'f' the largest.
+ */
+const v7Bound = (at: string, fill: '0' | 'f') => `(lpad(to_hex((extract(epoch FROM ${at}) * 1000)::bigint), 12, '0') || '${fill.repeat(20)}')::uuid`;
 
 /**
  * The inbox has no index on received_at (migration 0026): its rows are found through the
@@ -42,14 +42,14 @@ export function pruneInboxBatch(days: number, limit: number): Sql {
     name: 'ev_retention_inbox',
     text: `WITH aged AS (
              SELECT message_id, consumer FROM inbox_messages
-              WHERE message_id < ${v7Floor(cutoff)}
+              WHERE message_id < ${v7Bound(cutoff, '0')}
                 AND received_at < ${cutoff}
               ORDER BY message_id
               LIMIT $2::int
                 FOR UPDATE SKIP LOCKED),
            not_time_first AS (
              SELECT message_id, consumer FROM inbox_messages
-              WHERE message_id > ${v7Ceiling("now() + interval '1 day'")}
+              WHERE message_id > ${v7Bound("now() + interval '1 day'", 'f')}
                 AND received_at < ${cutoff}
               ORDER BY message_id
               LIMIT $2::int - (SELECT count(*) FROM aged)
