@@ -187,6 +187,46 @@ describe('task lease and fence', () => {
     expect(await claimTask(t.store.db, taskId, 'w2', 1_000)).toMatchObject({ claimed: true, token: { epoch: c.token.epoch + 1 } });
   });
 
+  it('a renewal locks its rows in task-id order: a writer holding the lower one and taking the higher next never deadlocks with it', async () => {
+    // Every statement that locks many task rows (a claim of several, a group-commit write's
+    // fence) takes them in task-id order. A renewal that took them in the order it was given
+    // would hold the higher row while waiting for the lower: a deadlock, which Postgres breaks
+    // only after deadlock_timeout (1 s) by failing one of the two — a stall of every turn
+    // waiting on either.
+    const seeded = await Promise.all([seedCase(t.store), seedCase(t.store)]);
+    const [loId, hiId] = seeded.map((c) => c.taskId).sort();
+    // The higher task is claimed first and with the earlier lease end: a walk of the running
+    // leases by their end, or of the table's rows, or of the renewal's list, meets it first.
+    const claim = async (taskId: string, ttlMs: number) => {
+      const c = await claimTask(t.store.db, taskId, 'renewer', ttlMs);
+      if (!c.claimed) throw new Error('claim');
+      return c.token;
+    };
+    const hi = await claim(hiId!, 30_000);
+    const lo = await claim(loId!, 40_000);
+    const lock = (id: string) => ({ text: 'SELECT 1 FROM tasks WHERE id = $1::uuid FOR NO KEY UPDATE', values: [id] });
+    let renewal: Promise<Map<string, Date>> | undefined;
+    await t.store.db.transaction(async (tx) => {
+      await tx.query({ text: "SET LOCAL lock_timeout = '5s'" });
+      await tx.query(lock(lo.taskId));
+      // The renewal names the higher task first, and waits for the lower one the writer holds.
+      renewal = renewLeases(t.store, 'renewer', [hi, lo].map((k) => ({ taskId: k.taskId, epoch: k.epoch })), 60_000);
+      renewal.catch(() => {}); // awaited below, after the writer's transaction
+      await eventually(
+        async () => {
+          const { rows } = await t.store.db.query<{ n: number }>({
+            text: "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE tasks t SET lease_until%'",
+          });
+          return rows[0]!.n === 1;
+        },
+        { what: 'the renewal waiting for the lower row' },
+      );
+      // The writer goes on to the higher row, as a statement locking both in task-id order does.
+      await tx.query(lock(hi.taskId));
+    });
+    expect([...(await renewal!).keys()].sort()).toEqual([lo.taskId, hi.taskId]);
+  });
+
   it('a timer park arms its backoff in the transition; the swept wake keeps its detail; other parks arm none', async () => {
     const { taskId } = await seedCase(t.store);
     const c = await claimTask(t.store.db, taskId, 'w', 30_000);

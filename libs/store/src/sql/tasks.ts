@@ -142,13 +142,23 @@ export interface ClaimedExtras {
  * Renews many leases of one owner in one statement; only rows still held at the named epoch
  * and still running are extended. A task missing from the result has been claimed or swept
  * since: its holder is stale.
+ *
+ * The rows are locked first, in task-id order, as a claim of several and a group-commit write's
+ * fence lock theirs: a renewal and a turn write of overlapping tasks wait for each other in one
+ * order. Updated in the order the plan met them, a renewal could hold one row while waiting for
+ * another that a turn write holds, and that write wait for the first: a deadlock, which Postgres
+ * breaks only after deadlock_timeout (1 s) by failing one of them, stalling every turn queued
+ * behind either.
  */
 export function renewLeases(owner: string, leases: readonly { taskId: string; epoch: number }[], ttlMs: number): Sql {
   return {
-    name: 'ev_renew_leases',
-    text: `UPDATE tasks t SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
-             FROM unnest($1::uuid[], $2::bigint[]) AS x(id, epoch)
-            WHERE t.id = x.id AND t.fence_epoch = x.epoch AND t.lease_owner = $3::text AND t.state = 'running'
+    name: 'ev_renew_leases_v2',
+    text: `WITH l AS (
+             SELECT k.id FROM tasks k WHERE k.id = ANY($1::uuid[]) ORDER BY k.id FOR NO KEY UPDATE OF k
+           )
+           UPDATE tasks t SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
+             FROM l JOIN unnest($1::uuid[], $2::bigint[]) AS x(id, epoch) ON x.id = l.id
+            WHERE t.id = l.id AND t.fence_epoch = x.epoch AND t.lease_owner = $3::text AND t.state = 'running'
         RETURNING t.id, t.lease_until`,
     values: [leases.map((l) => l.taskId), leases.map((l) => l.epoch), owner, ttlMs],
   };
