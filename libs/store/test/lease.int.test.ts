@@ -227,6 +227,24 @@ describe('task lease and fence', () => {
     expect([...(await renewal!).keys()].sort()).toEqual([lo.taskId, hi.taskId]);
   });
 
+  it('a renewal does not wait for a row another worker holds now', async () => {
+    const claim = async (owner: string) => {
+      const { taskId } = await seedCase(t.store);
+      const c = await claimTask(t.store.db, taskId, owner, 30_000);
+      if (!c.claimed) throw new Error('claim');
+      return c.token;
+    };
+    const mine = await claim('renewer');
+    const theirs = await claim('other');
+    // The other worker is writing its task; a renewal that still names it (as a stale holder's
+    // does) renews its own row and answers without waiting for that one.
+    const renewed = await t.store.db.transaction(async (tx) => {
+      await tx.query({ text: 'SELECT 1 FROM tasks WHERE id = $1::uuid FOR NO KEY UPDATE', values: [theirs.taskId] });
+      return renewLeases(t.store, 'renewer', [mine, theirs].map((k) => ({ taskId: k.taskId, epoch: k.epoch })), 60_000);
+    });
+    expect([...renewed.keys()]).toEqual([mine.taskId]);
+  }, 10_000);
+
   it('a timer park arms its backoff in the transition; the swept wake keeps its detail; other parks arm none', async () => {
     const { taskId } = await seedCase(t.store);
     const c = await claimTask(t.store.db, taskId, 'w', 30_000);

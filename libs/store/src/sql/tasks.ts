@@ -148,13 +148,16 @@ export interface ClaimedExtras {
  * order. Updated in the order the plan met them, a renewal could hold one row while waiting for
  * another that a turn write holds, and that write wait for the first: a deadlock, which Postgres
  * breaks only after deadlock_timeout (1 s) by failing one of them, stalling every turn queued
- * behind either.
+ * behind either. Only rows the owner still holds are locked: a row taken over since is not
+ * waited for.
  */
 export function renewLeases(owner: string, leases: readonly { taskId: string; epoch: number }[], ttlMs: number): Sql {
   return {
     name: 'ev_renew_leases_v2',
     text: `WITH l AS (
-             SELECT k.id FROM tasks k WHERE k.id = ANY($1::uuid[]) ORDER BY k.id FOR NO KEY UPDATE OF k
+             SELECT k.id FROM tasks k
+              WHERE k.id = ANY($1::uuid[]) AND k.lease_owner = $3::text AND k.state = 'running'
+              ORDER BY k.id FOR NO KEY UPDATE OF k
            )
            UPDATE tasks t SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
              FROM l JOIN unnest($1::uuid[], $2::bigint[]) AS x(id, epoch) ON x.id = l.id
