@@ -379,9 +379,7 @@ CREATE TABLE public.history_blocks (
     bytes bytea NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     layout text,
-    CONSTRAINT history_blocks_hash_check CHECK ((hash ~ '^sha256:[0-9a-f]{64}$'::text)),
-    CONSTRAINT history_blocks_layout_check CHECK ((layout = 'spans.v1'::text)),
-    CONSTRAINT history_blocks_prev_check CHECK ((prev ~ '^sha256:[0-9a-f]{64}$'::text))
+    CONSTRAINT history_blocks_layout_check CHECK ((layout = 'spans.v1'::text))
 )
 WITH (autovacuum_analyze_threshold='100000', autovacuum_vacuum_insert_threshold='100000');
 
@@ -745,8 +743,14 @@ ALTER TABLE ONLY public.grants
 ALTER TABLE ONLY public.grants
     ADD CONSTRAINT grants_reserved_call_id_key UNIQUE (reserved_call_id);
 
+ALTER TABLE public.history_blocks
+    ADD CONSTRAINT history_blocks_hash_check CHECK (((octet_length(hash) = 71) AND starts_with(hash, 'sha256:'::text) AND (ltrim(substr(hash, 8), '0123456789abcdef'::text) = ''::text))) NOT VALID;
+
 ALTER TABLE ONLY public.history_blocks
     ADD CONSTRAINT history_blocks_pkey PRIMARY KEY (case_id, hash);
+
+ALTER TABLE public.history_blocks
+    ADD CONSTRAINT history_blocks_prev_check CHECK (((octet_length(prev) = 71) AND starts_with(prev, 'sha256:'::text) AND (ltrim(substr(prev, 8), '0123456789abcdef'::text) = ''::text))) NOT VALID;
 
 ALTER TABLE ONLY public.impact_claims
     ADD CONSTRAINT impact_claims_pkey PRIMARY KEY (impact_key);

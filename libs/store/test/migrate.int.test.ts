@@ -69,6 +69,31 @@ describe('migrations', () => {
     await expect(db.query({ text: `INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition) VALUES ('c', '00000000-0000-7000-8000-000000000009', 'h', 't', 'lost')` })).rejects.toThrow(/inbox_disposition/);
   });
 
+  // Migration 0027 tests a history block's hash and prev without a regular expression: it must
+  // accept and refuse exactly what the pattern did.
+  it('a history block keeps exactly the hashes of the pattern ^sha256:[0-9a-f]{64}$, in hash and prev', async () => {
+    const hex = 'ab'.repeat(32);
+    const values = [
+      `sha256:${hex}`, `sha256:${'0123456789abcdef'.repeat(4)}`, `sha256:${hex.toUpperCase()}`, `sha256:${hex.slice(1)}`, `sha256:${hex}0`,
+      `sha512:${hex}`, `SHA256:${hex}`, `sha256:${hex.slice(1)}g`, `sha256:${hex.slice(2)}é`, `sha256:${hex.slice(3)}é`, `sha256:${hex}\n`,
+      ` sha256:${hex.slice(1)}`, `sha256: ${hex.slice(1)}`, `sha256:${hex.slice(1)}-`, '', 'sha256:',
+    ];
+    const caseId = '00000000-0000-7000-8000-0000000000b1';
+    await db.query({ text: `INSERT INTO cases (id, case_type, origin_key, customer) VALUES ($1, 't', 'o-blocks', 'c')`, values: [caseId] });
+    for (const [n, v] of values.entries()) {
+      const { rows } = await db.query<{ ok: boolean }>({ text: `SELECT $1::text ~ '^sha256:[0-9a-f]{64}$' AS ok`, values: [v] });
+      const expected = rows[0]!.ok;
+      const insert = (hash: string, prev: string | null) =>
+        db.query({ text: 'INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes) VALUES ($1, $2, $3, 0, $4)', values: [caseId, hash, prev, Buffer.alloc(0)] });
+      const asHash = await insert(v, null).then(() => true, () => false);
+      const asPrev = await insert(`sha256:${n.toString(16).padStart(64, 'c')}`, v).then(() => true, () => false);
+      expect({ value: v, asHash, asPrev }).toEqual({ value: v, asHash: expected, asPrev: expected });
+    }
+    expect(values.filter((v) => /^sha256:[0-9a-f]{64}$/.test(v))).toHaveLength(2);
+    // A block with no prev (a span or tail block) is kept.
+    await expect(db.query({ text: 'INSERT INTO history_blocks (case_id, hash, prev, size_bytes, bytes) VALUES ($1, $2, NULL, 0, $3)', values: [caseId, `sha256:${'d'.repeat(64)}`, Buffer.alloc(0)] })).resolves.toBeDefined();
+  });
+
   it('refuses to run when a released migration was edited', async () => {
     const edited = loadMigrations().map((m, i) => (i === 0 ? { ...m, checksum: 'sha-of-something-else' } : m));
     await expect(migrate(db, edited)).rejects.toMatchObject({ code: 'migration_failed' });
