@@ -9,12 +9,13 @@
  * content across cases cannot make the figure look smaller than one agent's history is). Each
  * agent closes with one more model call that answers.
  *
- * The agents' routes declare a context window of 1M tokens, so no compaction falls inside the
- * run: what is measured is a turn whose whole history is still in its context. At the default
- * window (128K tokens, compacting at 75 %) these 4 KB turns compact once, around turn 90, inside
- * the late window: one summary per agent (its paper, its preservation check) then read as the
- * cost of turns 91–100 (measured: 1.33–1.66 ms and 15–18 KB per turn there, against 0.8–1.0 ms
- * and 12–13 KB in the middle tenths of the run).
+ * The agents' routes declare a context window of BENCH_HISTORY_WINDOW_TOKENS (default 1M
+ * tokens), so by default no compaction falls inside the run: what is measured is a turn whose
+ * whole history is still in its context. At the product's default window (128000 tokens,
+ * compacting at 75 %) these 4 KB turns compact once, at turn 89, inside the late window: the
+ * summary, and the first turn after it, which stores the kept messages again as the links of a
+ * new chain (the summary is their new first message), read as part of turns 91–100. The line's
+ * `compactions` counts the summaries the measured agents wrote.
  *
  * Stored bytes are measured as Postgres stores them: the sum of pg_table_size over every table
  * of the phase's database (heap + TOAST, compressed as stored, dead row versions included;
@@ -27,7 +28,8 @@
  *
  * Prints ONE JSON line:
  *   {"phase":"history","agents","turns","tool_result_bytes","bytes_per_turn_first10",
- *    "bytes_per_turn_last10","cpu_ms_per_turn_first10","cpu_ms_per_turn_last10","bytes_per_agent"}
+ *    "bytes_per_turn_last10","cpu_ms_per_turn_first10","cpu_ms_per_turn_last10","bytes_per_agent",
+ *    "context_window_tokens","compactions"}
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -37,6 +39,7 @@ import type { FleetConfig } from '@everdict/contracts';
 import type { Store } from '@everdict/store';
 import { processCpuMs } from '@everdict/testkit';
 import { sendRunnable } from '../../services/turn-worker/src/envelopes.js';
+import { SUMMARY_SCHEMA } from '../../services/turn-worker/src/compaction.js';
 
 export interface HistoryEnv {
   readonly dir: string;
@@ -62,6 +65,13 @@ export interface HistoryDeps {
 const AGENTS = Number(process.env.BENCH_HISTORY_AGENTS ?? 50);
 const TURNS = Number(process.env.BENCH_HISTORY_TURNS ?? 100);
 const SAMPLE_MS = Number(process.env.BENCH_HISTORY_SAMPLE_MS ?? 100);
+/**
+ * The context window the agents' routes declare. 1M tokens (the default) holds the whole
+ * ~400 KB history, so nothing is compacted and the phase measures a turn that carries all of it;
+ * 128000 (the product's default window) compacts each agent once, around turn 90.
+ */
+const WINDOW_TOKENS = Number(process.env.BENCH_HISTORY_WINDOW_TOKENS ?? 1_000_000);
+if (!Number.isSafeInteger(WINDOW_TOKENS) || WINDOW_TOKENS <= 0) throw new Error(`BENCH_HISTORY_WINDOW_TOKENS must be a positive integer (got ${process.env.BENCH_HISTORY_WINDOW_TOKENS})`);
 const WARM_TURNS = 10;
 /** Each turn's result text: 1,536 random bytes as base64 are exactly 2,048 characters. */
 const RESULT_CHARS = 2048;
@@ -86,7 +96,7 @@ function historyConfig(dir: string): FleetConfig {
     for (let a = 0; a < AGENTS; a++) {
       const name = `${kind}${a}`;
       writeFileSync(join(dir, `${name}.json`), JSON.stringify(script(turns)));
-      routes[name] = { adapter: 'scripted', model: 'stub', scriptPath: `${name}.json`, contextWindowTokens: 1_000_000 };
+      routes[name] = { adapter: 'scripted', model: 'stub', scriptPath: `${name}.json`, contextWindowTokens: WINDOW_TOKENS };
       profiles[name] = { version: '1', route: name, prompt: 'You are a benchmark agent with a long history.', tools: ['echo'] };
       caseTypes[name] = { rootProfile: name, scope: { reads: 'all', writes: [], forbidden: [] } };
     }
@@ -135,6 +145,8 @@ export async function runHistory(deps: HistoryDeps): Promise<Record<string, unkn
   const env = await deps.environment('history', historyConfig);
   const workerEnv = { DATABASE_URL: env.dbUrl, AMQP_URL: deps.amqpUrl, EVERDICT_CONFIG: join(env.dir, 'fleet.json'), EVERDICT_AMQP_PREFIX: env.prefix };
   const worker = await deps.startWorker(env.dir, workerEnv, 'history-w0');
+  const summaries = async () =>
+    (await env.store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM paper_revisions WHERE schema_id = $1', values: [SUMMARY_SCHEMA] })).rows[0]!.n;
   const sizeAndTurns = {
     name: 'bench_history_sample',
     text: `SELECT (SELECT count(*)::int FROM turn_checkpoints) AS checkpoints,
@@ -161,6 +173,7 @@ export async function runHistory(deps: HistoryDeps): Promise<Record<string, unkn
     const samples: Sample[] = [];
     // Per agent: everything its case stores, its opening included; per turn: from the first sample after it.
     const before = await read();
+    const summariesBefore = await summaries();
     await openFleet(env.store, 'h');
     const base = await read();
     const total = AGENTS * (TURNS + 1);
@@ -180,6 +193,8 @@ export async function runHistory(deps: HistoryDeps): Promise<Record<string, unkn
       cpu_ms_per_turn_first10: +per(0, early, (s) => s.cpuMs).toFixed(3),
       cpu_ms_per_turn_last10: +per(lateFrom, lateTo, (s) => s.cpuMs).toFixed(3),
       bytes_per_agent: Math.round((end.bytes - before.bytes) / AGENTS),
+      context_window_tokens: WINDOW_TOKENS,
+      compactions: (await summaries()) - summariesBefore,
     };
   } finally {
     await deps.stopWorker(worker);

@@ -49,14 +49,13 @@ describe('content-addressed history', () => {
     });
     // A window of 1 000 tokens (750 of them for the context) is outgrown after two 2 KB results.
     config.routes.small = { ...config.routes.small!, contextWindowTokens: 1000 };
-    // The 100-turn agent's ~400 KB context fits its window: it is measured uncompacted (the
-    // scripted model picks its step by the assistant messages it is shown).
+    // The 100-turn agent's ~400 KB context fits its window: it is measured uncompacted.
     config.routes.long = { ...config.routes.long!, contextWindowTokens: 1_000_000 };
     fx = await turnsFixture('turns_history', config);
     fx.writeScript('long', [...records.map((record): ScriptStep => call(['echo', { record }])), say('read them all')]);
     fx.writeScript('hold', [call(['echo', { record: distinct2k() }]), call(['echo', { record: distinct2k() }]), call(['wait', { for: 'question', reason: 'need a decision', question: QUESTION }]), say('done')]);
-    // (The scripted model picks its step by the assistant messages it is shown, so after a
-    // compaction it repeats steps; the budget ends the run.)
+    // Compacted after every turn or two; the scripted model still answers the next step (it
+    // reads the step from the call ids the request shows), and the budget ends the run.
     fx.writeScript('small', Array.from({ length: 12 }, (_, i): ScriptStep => call(['todo', { items: [{ id: 'keep', text: 'still open', status: 'pending' }] }], ['echo', { page: i, record: distinct2k() }])));
     fx.writeScript('toolong', [{ error: { kind: 'context_too_long', status: 400 } }]);
     modelLog = join(fx.dir, 'model.log');
@@ -226,6 +225,16 @@ describe('content-addressed history', () => {
     );
     expect(sizes.length).toBe(10);
     expect(Math.max(...sizes.map((s) => s.n))).toBeLessThanOrEqual(6);
+    // Each turn ran the script's next step: no step came back after a compaction dropped it.
+    const pages = await fx.rows<{ doc: string }>(
+      `SELECT convert_from(paper_document(r.paper_id, r.revision), 'UTF8') AS doc
+         FROM runtime_calls c JOIN papers p ON p.id = c.request_paper_id JOIN paper_revisions r ON r.paper_id = p.id AND r.revision = p.head_revision
+        WHERE c.task_id = $1 AND c.tool_name = 'echo' ORDER BY c.turn`,
+      [taskId],
+    );
+    const read = pages.map((r) => Number(/"page":(\d+)/.exec(r.doc)?.[1]));
+    expect(read.length).toBeGreaterThanOrEqual(9);
+    expect(read).toEqual(read.map((_, i) => i));
   }, 60_000);
 
   it('a context_too_long provider error parks the task (never fails it) with its state published', async () => {

@@ -1,8 +1,8 @@
 /**
  * The deterministic `scripted` adapter: a script file plays the model, for tests, the demo and
- * the benchmark. The step answered is chosen from the REQUEST (the number of assistant messages
- * already in it), never from a counter, so any worker that restores a checkpoint gets the same
- * answer the crashed worker would have got.
+ * the benchmark. The step answered is chosen from the REQUEST, never from a counter, so any
+ * worker that restores a checkpoint gets the same answer the crashed worker would have got
+ * (stepIndex: the steps the request shows, by their call ids, and its assistant messages).
  *
  * Script file (JSON): { "steps": [ step, ... ] } where a step is one of
  *   { "text"?: string|null, "toolCalls"?: [{ "name", "arguments"?: object, "argumentsText"?: string, "callId"?: string }],
@@ -13,7 +13,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { EverdictError } from '@everdict/contracts';
-import type { ModelClient, ModelReply, ModelRequest, ModelToolCall, RouteIdentity } from './model.js';
+import type { ChatMessage, ModelClient, ModelReply, ModelRequest, ModelToolCall, RouteIdentity } from './model.js';
 import { MODEL_ERROR_KINDS, ModelError, type ModelErrorKind } from './errors.js';
 
 export interface ScriptToolCall {
@@ -101,6 +101,30 @@ function scriptedFailure(e: ScriptedFailure): ModelError {
   return new ModelError({ adapter: ADAPTER, kind: e.kind, reason: e.reason ?? 'scripted', status: e.status, ...(e.retryAfterMs !== undefined ? { retryAfterMs: e.retryAfterMs } : {}) });
 }
 
+/** A tool call id the adapter made (`call_<step>_<i>`, unless the script names its own): its step. */
+const STEP_CALL_ID = /^call_(\d+)_\d+$/;
+
+/**
+ * The step a request asks for: one past the newest step whose tool calls it still shows (named by
+ * the ids this adapter gives them), plus the assistant messages after that one; when it shows
+ * none, the number of its assistant messages. Without compaction both read the same. A compacted
+ * history (its earlier messages replaced by a summary) keeps its recent steps, so it asks for the
+ * next step instead of replaying one it has dropped.
+ */
+export function stepIndex(messages: readonly ChatMessage[]): number {
+  let after = 0;
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== 'assistant') continue;
+    for (const c of m.toolCalls) {
+      const step = STEP_CALL_ID.exec(c.callId);
+      if (step) return Number(step[1]) + 1 + after;
+    }
+    after++;
+  }
+  return after;
+}
+
 interface ScriptedClientOptions {
   readonly route: RouteIdentity;
   /** The script itself, or a loader (e.g. from a file) run once on first use. */
@@ -116,7 +140,7 @@ export function scriptedClient(opts: ScriptedClientOptions): ModelClient {
     async complete(req: ModelRequest, callOpts) {
       if (callOpts?.signal?.aborted) throw new EverdictError('model_call_aborted', 'scripted model call aborted by caller');
       const { steps } = await script();
-      const index = req.messages.filter((m) => m.role === 'assistant').length;
+      const index = stepIndex(req.messages);
       const step = steps[index];
       if (step === undefined) {
         throw new ModelError({ adapter: ADAPTER, kind: 'invalid_request', reason: 'script_exhausted', providerMessage: `no step ${index}` });

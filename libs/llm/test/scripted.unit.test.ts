@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { routeIdentity, scriptedClient, validateModelScript, type ModelRequest } from '@everdict/llm';
+import { routeIdentity, scriptedClient, stepIndex, validateModelScript, type ChatMessage, type ModelRequest } from '@everdict/llm';
 
 const route = routeIdentity('s', { adapter: 'scripted', model: 'script', scriptPath: 'x.json' });
 const ask = (assistantTurns: number): ModelRequest => ({
@@ -31,6 +31,40 @@ describe('scripted adapter', () => {
     const c = scriptedClient({ route, script });
     await expect(c.complete(ask(2))).rejects.toMatchObject({ kind: 'retryable', status: 503 });
     expect((await c.complete(ask(2))).output.text).toBe('final');
+  });
+
+  it('a compacted request asks for the next step, not one its summary dropped', async () => {
+    // Steps 0–3 called tools (ids call_<step>_0) and got results; a compaction replaced steps 0–2
+    // with a summary and kept step 3's call and result.
+    const compacted: ChatMessage[] = [
+      { role: 'user', content: 'go' },
+      { role: 'user', content: 'Summary of earlier work: …' },
+      { role: 'assistant', content: null, toolCalls: [{ callId: 'call_3_0', name: 'crm_get', argumentsText: '{}' }] },
+      { role: 'tool', callId: 'call_3_0', name: 'crm_get', content: '{}', isError: false },
+    ];
+    expect(stepIndex(compacted)).toBe(4);
+    // Assistant messages after the newest call the adapter named are steps too (a text step, a
+    // step whose call ids the script chose).
+    const later: ChatMessage[] = [
+      ...compacted,
+      { role: 'assistant', content: 'thinking', toolCalls: [] },
+      { role: 'user', content: 'an answer' },
+      { role: 'assistant', content: null, toolCalls: [{ callId: 'mine', name: 'crm_get', argumentsText: '{}' }] },
+    ];
+    expect(stepIndex(later)).toBe(6);
+    const steps = { steps: Array.from({ length: 5 }, (_, i) => ({ text: `step ${i}` })) };
+    expect((await scriptedClient({ route, script: steps }).complete({ system: null, tools: [], messages: compacted })).output.text).toBe('step 4');
+  });
+
+  it('without call ids of its own in the request, the step is the number of assistant messages', () => {
+    const plain: ChatMessage[] = [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: null, toolCalls: [{ callId: 'script_named', name: 'crm_get', argumentsText: '{}' }] },
+      { role: 'tool', callId: 'script_named', name: 'crm_get', content: '{}', isError: false },
+      { role: 'assistant', content: 'x', toolCalls: [] },
+    ];
+    expect(stepIndex(plain)).toBe(2);
+    expect(stepIndex([{ role: 'user', content: 'go' }])).toBe(0);
   });
 
   it('an exhausted script is an invalid request', async () => {
