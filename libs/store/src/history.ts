@@ -223,7 +223,20 @@ export const SPAN_MIN_BYTES = 512;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
-/** The spans manifest of `bytes` and its span blocks; null when the bytes have no span (stored raw). */
+/** A run this long without a cut is searched to its end by the native `indexOf` (spansOf). */
+const NATIVE_SCAN_AFTER = 32;
+
+/**
+ * The spans manifest of `bytes` and its span blocks; null when the bytes have no span (stored raw).
+ * The bytes are read one by one while the runs are short (JSON keys and small values, where a
+ * native call per cut costs more than the bytes), and a run that has gone NATIVE_SCAN_AFTER bytes
+ * without a cut is skipped to its end by `indexOf`. Measured on Node.js 24, a document with a
+ * 2 KB tool text: 3.4–4.6 µs against 7.3–9.7 byte by byte (the turn's tool request, result and
+ * response, and its two messages, are such documents); a quote-dense 1 KB document: 1.7–1.8 µs
+ * against 1.2–1.3 byte by byte, and 6.5–7.5 with `indexOf` at every cut. A span block's bytes
+ * are a view of `bytes`, not a copy: the write copies them into its statement, and no block
+ * outlives the document it came from.
+ */
 export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly spans: HistoryBlock[] } | null {
   const parts: string[] = [];
   const spans: HistoryBlock[] = [];
@@ -234,18 +247,27 @@ export function spansOf(bytes: Buffer): { readonly manifest: Buffer; readonly sp
       const span = bytes.subarray(runFrom, end);
       const hash = contentHash(span);
       parts.push(bytes.subarray(inlineFrom, runFrom).toString('utf8'), hash);
-      spans.push({ hash, prev: null, bytes: Buffer.from(span) });
+      spans.push({ hash, prev: null, bytes: span });
       inlineFrom = end;
     }
   };
-  for (let i = 0; i < bytes.length; i++) {
+  const n = bytes.length;
+  let i = 0;
+  while (i < n) {
     const c = bytes[i]!;
     if (c === QUOTE || c === BACKSLASH) {
       close(i);
-      runFrom = i + 1;
+      runFrom = ++i;
+    } else if (i - runFrom === NATIVE_SCAN_AFTER) {
+      // A long run: jump to its end, the nearer of the next '"' and '\' (or the end of the bytes).
+      const quote = bytes.indexOf(QUOTE, i);
+      const backslash = bytes.indexOf(BACKSLASH, i);
+      i = quote < 0 ? (backslash < 0 ? n : backslash) : backslash < 0 ? quote : Math.min(quote, backslash);
+    } else {
+      i++;
     }
   }
-  close(bytes.length);
+  close(n);
   if (spans.length === 0) return null;
   parts.push(bytes.subarray(inlineFrom).toString('utf8'));
   return { manifest: Buffer.from(canonicalJson({ layout: SPANS_LAYOUT, parts }), 'utf8'), spans };

@@ -1,7 +1,7 @@
 /** Content-addressed history (history.ts): manifests, chains and reassembly, pure. */
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '@everdict/contracts';
-import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, spannedPaper, spansOf, StoredBlocks } from '../src/index.js';
+import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, SPAN_MIN_BYTES, spannedPaper, spansOf, StoredBlocks } from '../src/index.js';
 import type { HistoryBlock } from '../src/index.js';
 
 const messages = [{ role: 'user', content: 'objective' }, { role: 'assistant', content: 'a "quoted" reply ✓', toolCalls: [] }, { role: 'tool', content: 'x'.repeat(2048) }];
@@ -140,6 +140,40 @@ describe('spans (migration 0022)', () => {
       expect(reassembleSpans(p.bytes, blocks).equals(docs[i]!)).toBe(true);
     });
     expect(() => reassembleSpans(papers[0]!.bytes, new Map())).toThrow(HistoryBlockMissing);
+  });
+
+  it('cuts every document where the definition says: maximal runs of at least SPAN_MIN_BYTES bytes with neither a quote nor a backslash', () => {
+    // The definition, byte by byte: the runs between cuts, each a span when long enough.
+    const expected = (bytes: Buffer): string[] => {
+      const runs: string[] = [];
+      let from = 0;
+      for (let i = 0; i <= bytes.length; i++) {
+        if (i === bytes.length || bytes[i] === 0x22 || bytes[i] === 0x5c) {
+          if (i - from >= SPAN_MIN_BYTES) runs.push(bytes.subarray(from, i).toString('latin1'));
+          from = i + 1;
+        }
+      }
+      return runs;
+    };
+    let seed = 7;
+    const next = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+    for (let doc = 0; doc < 300; doc++) {
+      // Runs around the threshold (and far from it), separated by one or more cut bytes, with
+      // cuts at the very start and end of some documents.
+      const chunks: string[] = [];
+      for (let k = next(6); k >= 0; k--) {
+        const len = [0, 1, SPAN_MIN_BYTES - 1, SPAN_MIN_BYTES, SPAN_MIN_BYTES + 1, 2048, next(1200)][next(7)]!;
+        chunks.push((next(3) === 0 ? 'xé' : 'x').repeat(len).slice(0, len), ['"', '\\', '"\\', '\\"', '""'][next(5)]!);
+      }
+      if (next(2) === 0) chunks.pop();
+      const bytes = Buffer.from(chunks.join(''), 'utf8');
+      const got = spansOf(bytes);
+      const want = expected(bytes);
+      expect(got?.spans.map((b) => b.bytes.toString('latin1')) ?? [], `document ${doc}`).toEqual(want);
+      if (got === null) continue;
+      expect(got.spans.every((b) => b.hash === contentHash(b.bytes) && b.prev === null)).toBe(true);
+      expect(reassembleSpans(got.manifest, stored(got.spans)).equals(bytes), `document ${doc} reassembles`).toBe(true);
+    }
   });
 
   it('a document without a long run is stored as it is; a conversation block with one is stored as spans', () => {
