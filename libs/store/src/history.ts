@@ -339,6 +339,20 @@ export class HistoryChain {
     return this.chain(scope, keys, form).items.slice();
   }
 
+  /**
+   * Σ weigh(item) over the chain of `keys` (e.g. a context's size), kept with the chain: a list
+   * that extends the kept one weighs only the items it appended, so a turn's cost does not grow
+   * with its history. One `weigh` function (by identity) is remembered per chain.
+   */
+  total(scope: string, keys: readonly object[], form: (key: object) => string, weigh: (item: HistoryItem) => number): number {
+    const memo = this.chain(scope, keys, form);
+    const kept = memo.sum !== undefined && memo.sum.weigh === weigh ? memo.sum : { weigh, upTo: 0, total: 0 };
+    let total = kept.total;
+    for (let i = kept.upTo; i < memo.items.length; i++) total += weigh(memo.items[i]!);
+    memo.sum = { weigh, upTo: memo.items.length, total };
+    return total;
+  }
+
   /** Marks the chain of `keys` as stored (a committed write carried it, or it was restored). */
   markDurable(scope: string, keys: readonly object[], form: (key: object) => string): void {
     const memo = this.chain(scope, keys, form);
@@ -379,7 +393,8 @@ export class HistoryChain {
       items.push(link.item);
       prev = link.item.hash;
     }
-    const memo: ChainMemo = { scope, keys, items, durable: base === undefined ? 0 : Math.min(base.durable, from) };
+    // The base's sum covers items it shares with this chain (its whole list is this one's prefix).
+    const memo: ChainMemo = { scope, keys, items, durable: base === undefined ? 0 : Math.min(base.durable, from), sum: base?.sum };
     if (keys.length > 0) {
       // One kept chain per conversation: the one it extended is superseded.
       if (base !== undefined) this.lists.delete(base.keys[base.keys.length - 1]!);
@@ -395,6 +410,8 @@ interface ChainMemo {
   readonly keys: readonly object[];
   readonly items: HistoryItem[];
   durable: number;
+  /** HistoryChain.total's running sum: `total` is Σ weigh over items[0, upTo). */
+  sum: { readonly weigh: (item: HistoryItem) => number; readonly upTo: number; readonly total: number } | undefined;
 }
 
 /** How far back from a list's end a kept chain is looked for (a turn appends a few messages). */

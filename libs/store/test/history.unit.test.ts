@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from '@everdict/contracts';
 import { chainOf, contentHash, documentBytes, documentHash, HistoryBlockMissing, HistoryChain, linkHash, manifestPaper, parseManifest, reassemble, reassembleSpans, SPAN_MIN_BYTES, spannedPaper, spansOf, StoredBlocks } from '../src/index.js';
-import type { HistoryBlock } from '../src/index.js';
+import type { HistoryBlock, HistoryItem } from '../src/index.js';
 
 const messages = [{ role: 'user', content: 'objective' }, { role: 'assistant', content: 'a "quoted" reply ✓', toolCalls: [] }, { role: 'tool', content: 'x'.repeat(2048) }];
 const doc = { request: { messages, system: 'prompt' }, route: { name: 'r' } };
@@ -109,6 +109,32 @@ describe('HistoryChain', () => {
     // The items handed out are the caller's: changing them changes no later answer.
     items.length = 0;
     expect(chain.items('task', list, form).every((i) => i.durable)).toBe(true);
+  });
+
+  it('keeps a weight total with the chain: each list reads the sum of its own items, appended or cut', () => {
+    const chain = new HistoryChain();
+    const form = (m: object) => canonicalJson(m);
+    const weigh = (it: HistoryItem) => it.bytes.length;
+    const count = (it: HistoryItem) => (it.bytes.length > 0 ? 1 : 0);
+    const sum = (list: readonly object[]) => list.reduce((n: number, m) => n + Buffer.byteLength(form(m)), 0);
+    let weighed = 0;
+    const counted = (it: HistoryItem) => (weighed++, weigh(it));
+    let list: object[] = [];
+    for (let turn = 0; turn < 30; turn++) {
+      list = [...list, { role: 'assistant', content: `t${turn}` }, ...Array.from({ length: turn % 3 }, (_, k) => ({ role: 'tool', content: `${turn}.${k}` }))];
+      expect(chain.total('task', list, form, counted)).toBe(sum(list));
+      expect(chain.total('task', [...list], form, counted)).toBe(sum(list));
+    }
+    // Each item was weighed once: every turn took the earlier items' sum from the kept chain.
+    expect(weighed).toBe(list.length);
+    // Another function is summed over the whole list, not taken from the kept sum.
+    expect(chain.total('task', list, form, count)).toBe(list.length);
+    // A list cut before some items (compaction: a summary, then the recent items) and a list of
+    // another scope sum their own items only.
+    const cut = [{ role: 'user', content: 'summary' }, ...list.slice(-5)];
+    expect(chain.total('task', cut, form, weigh)).toBe(sum(cut));
+    expect(chain.total('other', list.slice(0, 7), form, weigh)).toBe(sum(list.slice(0, 7)));
+    expect(chain.total('task', [], form, weigh)).toBe(0);
   });
 
   it('another scope, or a list cut before a message, does not reuse its durable link', () => {

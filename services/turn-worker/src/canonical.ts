@@ -38,6 +38,11 @@ export function messageItems(taskId: string, messages: readonly ChatMessage[]): 
   return conversation.items(taskId, messages, messageForm);
 }
 
+/** Σ weigh(item) over a task's message list, kept with its chain: a turn weighs only the messages it added. */
+export function messagesWeight(taskId: string, messages: readonly ChatMessage[], weigh: (item: HistoryItem) => number): number {
+  return conversation.total(taskId, messages, messageForm, weigh);
+}
+
 /** Records that the blocks of `messages` are stored (restored from, or committed with, a checkpoint). */
 export function markMessagesDurable(taskId: string, messages: readonly ChatMessage[]): void {
   conversation.markDurable(taskId, messages, messageForm);

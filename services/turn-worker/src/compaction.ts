@@ -12,7 +12,8 @@ import { canonicalJson, payloadHash } from '@everdict/contracts';
 import type { ChatMessage } from '@everdict/llm';
 import type { RunState } from '@everdict/agent-runtime';
 import type { FleetCompaction, FleetRoute } from '@everdict/contracts';
-import { messageItems } from './canonical.js';
+import { messageItems, messagesWeight } from './canonical.js';
+import type { HistoryItem } from '@everdict/store';
 import type { HostState } from './statePaper.js';
 
 /** A route's context window when its config does not say (fleet config `contextWindowTokens`). */
@@ -40,14 +41,20 @@ export function compactionLimit(profile: FleetCompaction | undefined, route: Pic
   };
 }
 
+/** A message's estimated tokens (its canonical bytes). One function, so the chain keeps its sum. */
+const tokensOf = (it: HistoryItem): number => Math.ceil(it.bytes.length / BYTES_PER_TOKEN);
+
 /** Estimated tokens of each message (its canonical bytes, cached per message). */
 function messageTokens(run: RunState): number[] {
-  return messageItems(run.taskId, run.messages).map((it) => Math.ceil(it.bytes.length / BYTES_PER_TOKEN));
+  return messageItems(run.taskId, run.messages).map(tokensOf);
 }
 
-/** The run's context size in estimated tokens (its messages as the request carries them). */
+/**
+ * The run's context size in estimated tokens (its messages as the request carries them): the sum
+ * is kept with the conversation's chain, so a turn adds only its new messages' tokens.
+ */
 export function contextTokens(run: RunState): number {
-  return messageTokens(run).reduce((a, b) => a + b, 0);
+  return messagesWeight(run.taskId, run.messages, tokensOf);
 }
 
 export const SUMMARY_SCHEMA = 'everdict/summary.v1';
