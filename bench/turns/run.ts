@@ -43,7 +43,7 @@ import pg from 'pg';
 import { newId } from '@everdict/contracts';
 import type { FleetConfig } from '@everdict/contracts';
 import { deleteTopology, loadTopology } from '@everdict/bus';
-import { LEDGER_GENESIS, OUTBOX_CHANNEL, Store, createPgDb, migrate } from '@everdict/store';
+import { LEDGER_GENESIS, OUTBOX_CHANNEL, Store, createPgDb, migrate, outboxNotifyPayload } from '@everdict/store';
 import type { Sql } from '@everdict/store';
 import { outboxRow } from '../../services/turn-worker/src/envelopes.js';
 import { backendCpu, everdictStartArgs, freePort } from '@everdict/testkit';
@@ -256,9 +256,9 @@ async function openAgents(store: Store, n: number, opts: { atOnce: boolean; perS
 
 /**
  * Arriving agents as ONE statement: for each, the rows intake's opening writes (the case, its
- * ledger genesis, the root task, the stamped task.runnable in the outbox), then a NOTIFY that
- * wakes the workers' relays — one round trip instead of seven per agent, because the bench
- * shares the 2 cores with what it measures. (Intake in a node wakes its own relay in-process,
+ * ledger genesis, the root task, the stamped task.runnable in the outbox), then a NOTIFY naming
+ * the messages (as outboxWake.ts's does) that wakes the workers' relays — one round trip
+ * instead of seven per agent, because the bench shares the 2 cores with what it measures. (Intake in a node wakes its own relay in-process,
  * outboxWake.ts; the bench has no relay, and it is the only NOTIFYing writer here.)
  */
 function arrivalsStatement(agents: readonly number[]): Sql {
@@ -293,8 +293,8 @@ function arrivalsStatement(agents: readonly number[]): Sql {
              INSERT INTO outbox_messages (message_id, type, routing_key, case_id, body)
              SELECT a.message_id, a.type, a.routing_key, a.case_id, a.body FROM t JOIN a ON a.task_id = t.id ORDER BY a.n RETURNING seq
            )
-           SELECT pg_notify('${OUTBOX_CHANNEL}', '') FROM (SELECT 1 FROM o LIMIT 1) one`,
-    values: [cols.caseId, cols.taskId, cols.origin, cols.objective, cols.messageId, cols.type, cols.routingKey, cols.body, LEDGER_GENESIS],
+           SELECT pg_notify('${OUTBOX_CHANNEL}', $10::text) FROM (SELECT 1 FROM o LIMIT 1) one`,
+    values: [cols.caseId, cols.taskId, cols.origin, cols.objective, cols.messageId, cols.type, cols.routingKey, cols.body, LEDGER_GENESIS, outboxNotifyPayload(cols.messageId)],
   };
 }
 

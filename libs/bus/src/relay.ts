@@ -8,6 +8,12 @@
  * enqueued: in-process for this process's writes, by LISTEN/NOTIFY for a process without a relay
  * (Store.listenOutbox, outboxWake.ts), with a poll timer as the fallback for a lost wake-up.
  *
+ * Two claims: a local wake names the rows its commit wrote, and those are claimed by key (a few
+ * index probes); everything else — the first claim, a NOTIFY from another process, the poll at
+ * least every pollMs while hinted claims run, the retry after a failed batch — claims the oldest
+ * claimable rows whoever wrote them. A row a hinted claim does not take (another relay holds it,
+ * a publish failed) is taken by a full claim: a hint only makes a row sooner, never the only way.
+ *
  * Invariants:
  * - A row is marked published only after its confirm: a crash or a lost connection at any point
  *   leaves it unpublished (or claimed until the lease ends) and it is published again. At least
@@ -51,6 +57,9 @@ interface OutboxRelayOptions {
 
 type ClaimedRow = Awaited<ReturnType<Store['claimOutbox']>>[number];
 
+/** Hinted ids kept at most; beyond them the relay falls back to full claims (bounded memory while it is behind). */
+const MAX_HINTS = 50_000;
+
 interface RelayBatchResult {
   readonly claimed: number;
   readonly published: number;
@@ -72,6 +81,12 @@ export class OutboxRelay {
   private lagTimer: NodeJS.Timeout | undefined;
   /** Bumped by every wake-up; a loop that saw an older value knows there may be new rows. */
   private wakeSeq = 0;
+  /** Message ids local commits wrote that no claim has taken yet (claimed by key, oldest first). */
+  private hints: string[] = [];
+  /** A claim of every claimable row is owed: at start, after a NOTIFY, dropped hints or a failure. */
+  private fullClaimDue = true;
+  /** When the last full claim started (performance.now()): one is made at least every pollMs. */
+  private lastFullClaim = 0;
   private readonly waiters = new Set<{ onWake: boolean; done: () => void }>();
 
   constructor(private readonly opts: OutboxRelayOptions) {
@@ -87,7 +102,7 @@ export class OutboxRelay {
   async start(): Promise<void> {
     if (this.running) return;
     this.running = true;
-    this.unlisten = await this.opts.store.listenOutbox(() => this.wake());
+    this.unlisten = await this.opts.store.listenOutbox((ids) => this.wake(ids));
     this.lagTimer = setInterval(() => void this.reportLag(), Math.max(this.pollMs, 1_000));
     this.lagTimer.unref();
     this.loops = Array.from({ length: this.pipelines }, (_, i) => this.loop(i));
@@ -116,9 +131,29 @@ export class OutboxRelay {
     this.logger.info({ relay: this.name }, 'outbox relay stopped');
   }
 
-  /** Claims and publishes one batch. Exposed for tests and for a one-shot drain. */
-  async pumpOnce(): Promise<RelayBatchResult> {
-    const rows = await this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs, this.opts.producers);
+  /** Claims (the oldest claimable rows) and publishes one batch. Exposed for tests and for a one-shot drain. */
+  pumpOnce(): Promise<RelayBatchResult> {
+    return this.publishBatch(() => this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs, this.opts.producers));
+  }
+
+  /** The loop's batch: the hinted rows by key, unless a full claim is owed (see the class comment). */
+  private pumpDue(): Promise<RelayBatchResult> {
+    const now = performance.now();
+    if (this.fullClaimDue || this.hints.length === 0 || now - this.lastFullClaim >= this.pollMs) {
+      this.fullClaimDue = false;
+      this.lastFullClaim = now;
+      return this.pumpOnce().then((result) => {
+        // A full batch: older rows may be waiting beyond it, hinted or not.
+        if (result.claimed >= this.batchSize) this.fullClaimDue = true;
+        return result;
+      });
+    }
+    const ids = this.hints.splice(0, this.batchSize);
+    return this.publishBatch(() => this.opts.store.claimOutboxByIds(this.name, ids, this.leaseMs, this.opts.producers));
+  }
+
+  private async publishBatch(claim: () => Promise<ClaimedRow[]>): Promise<RelayBatchResult> {
+    const rows = await claim();
     if (rows.length === 0) return { claimed: 0, published: 0, failed: 0 };
     const byType = new Map<string, number>();
     for (const r of rows) byType.set(r.type, (byType.get(r.type) ?? 0) + 1);
@@ -163,12 +198,14 @@ export class OutboxRelay {
       const seenWake = this.wakeSeq;
       let result: RelayBatchResult | undefined;
       try {
-        result = await this.pumpOnce();
+        result = await this.pumpDue();
       } catch (err) {
         this.logger.error({ relay: this.name, loop: index, err: describeError(err) }, 'relay batch failed');
       }
       if (result === undefined || result.failed > 0) {
-        // The database or the transport is refusing: back off instead of spinning on the same rows.
+        // The database or the transport is refusing: back off instead of spinning on the same
+        // rows, then claim every claimable row (the released ones, the hints a failed claim took).
+        this.fullClaimDue = true;
         failures = Math.min(failures + 1, 6);
         await this.idle(jitteredBackoffMs(100 * 2 ** failures));
         continue;
@@ -176,6 +213,8 @@ export class OutboxRelay {
       failures = 0;
       // A full batch: more rows may be waiting, so another pipeline joins in (if one is idle).
       if (result.claimed >= this.batchSize) this.wakeOne();
+      // Hinted rows are waiting: claim them at once.
+      else if (this.hints.length > 0) continue;
       // Drained for now: sleep until a wake-up (possibly one that came while we were busy) or the poll.
       else await this.idle(this.pollMs, seenWake);
     }
@@ -205,7 +244,13 @@ export class OutboxRelay {
    * at that moment sees the newer wakeSeq when it finishes and claims once more, so no
    * notification is ever slept through.
    */
-  private wake(): void {
+  private wake(ids?: readonly string[]): void {
+    if (ids === undefined) this.fullClaimDue = true;
+    else if (this.hints.length + ids.length > MAX_HINTS) {
+      // Far behind (a broker outage): the hints are dropped and one claim takes the oldest rows instead.
+      this.hints = [];
+      this.fullClaimDue = true;
+    } else for (const id of ids) this.hints.push(id);
     this.wakeSeq++;
     if (this.stopping) {
       for (const w of [...this.waiters]) w.done();

@@ -171,7 +171,7 @@ export class JournalCommitter {
     try {
       const items = batch.map((p) => ({ ...journalItem(p.token, p.caseId, p.w, p.head), papers: this.stored.strip(p.caseId, p.w.papers) }));
       const kind = batch[0]!.kind;
-      const enqueues = items.some((it) => it.outbox.length > 0);
+      const enqueues = items.flatMap((it) => it.outbox.map((o) => o.messageId));
       // A finish's case row is locked (after its head) by the statement that writes the finish.
       const statement = writeJournals(items, { lockCases: kind === 'moving' });
       /** Each moving part's result with its case state (the others are built from the rows). */
@@ -182,7 +182,7 @@ export class JournalCommitter {
           : kind === 'deferred'
             ? (await this.store.db.queryDeferred<JournalWriteResult>(statement)).rows
             : await this.moving(statement, batch, items, enqueues, written);
-      if (enqueues && kind !== 'moving') this.store.outboxCommitted();
+      if (enqueues.length > 0 && kind !== 'moving') this.store.outboxCommitted(enqueues);
       // A statement in a unit of work is counted as that unit of work (the store's transactions).
       if (kind !== 'moving') this.statements++;
       this.writes += batch.length;
@@ -223,7 +223,7 @@ export class JournalCommitter {
    * (a stale fence, a ledger head that moved), the unit of work is rolled back and run again the
    * long way, where only the applied parts are derived.
    */
-  private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: boolean, written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
+  private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: readonly string[], written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
     const caseIds = [...new Set(batch.map((p) => p.caseId))].sort();
     const optimistic = await this.store
       .unitOfWork(async (uow) => {
@@ -247,11 +247,11 @@ export class JournalCommitter {
     rows: JournalWriteResult[],
     batch: readonly Pending[],
     items: readonly JournalWriteItem[],
-    enqueues: boolean,
+    enqueues: readonly string[],
     written: Map<number, TurnWritten>,
     derivedBefore?: ReadonlyMap<string, CaseStateChange>,
   ): Promise<JournalWriteResult[]> {
-    if (enqueues) uow.outboxWritten();
+    if (enqueues.length > 0) uow.outboxWritten(enqueues);
     const applied = rows.filter((r) => r.fenced && r.applied);
     const held = new Map(
       applied.map((r) => {

@@ -9,7 +9,7 @@ export * from './unitOfWork.js';
 export * from './store.js';
 export * from './inboxBatch.js';
 export type { LedgerRow } from './sql/ledger.js';
-export { OUTBOX_CHANNEL } from './sql/outbox.js';
+export { OUTBOX_CHANNEL, outboxNotifyPayload } from './sql/outbox.js';
 export * from './pglite.js';
 // Durable turns: the call journal and checkpoints, the task family, the agent graph, the case stop.
 export * from './journal.js';

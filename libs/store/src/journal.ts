@@ -169,7 +169,7 @@ export async function writeTurn(uow: UnitOfWork, token: FenceToken, caseId: stri
   const head = w.ledger === null ? null : (await uow.query<LedgerHead>(lockLedgerHead(caseId))).rows[0];
   const item = journalItem(token, caseId, w, head);
   const r = (await uow.query<JournalWriteResult>(writeJournals([item]))).rows[0]!;
-  if (item.outbox.length > 0) uow.outboxWritten();
+  if (item.outbox.length > 0) uow.outboxWritten(item.outbox.map((o) => o.messageId));
   if (!r.fenced) {
     await uow.requireFence(token, 'write_journal'); // throws StaleFence and counts it
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
@@ -214,7 +214,7 @@ export async function writeTurnAlone(store: Store, token: FenceToken, caseId: st
     throw new StaleFence(token.taskId, token.epoch, 'write_journal');
   }
   if (!r.applied) return store.unitOfWork((uow) => writeTurn(uow, token, caseId, w));
-  if (item.outbox.length > 0) store.outboxCommitted();
+  if (item.outbox.length > 0) store.outboxCommitted(item.outbox.map((o) => o.messageId));
   return turnWritten(r, item);
 }
 

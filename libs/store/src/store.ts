@@ -14,10 +14,11 @@ import type { LedgerVerdict } from './ledgerHash.js';
 import type { StoreMetrics } from './metrics.js';
 import { noopStoreMetrics } from './metrics.js';
 import { onOutboxCommitted, outboxCommitted } from './outboxWake.js';
+import type { OutboxWake } from './outboxWake.js';
 import { INBOX_KEY, insertDeadLetter, insertInbox, selectInbox } from './sql/inbox.js';
 import { selectLedger, selectLedgerHeads } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
-import { OUTBOX_CHANNEL, claimOutbox, markPublished, outboxLag, releaseOutbox } from './sql/outbox.js';
+import { OUTBOX_CHANNEL, claimOutbox, claimOutboxByIds, markPublished, outboxIdsOf, outboxLag, releaseOutbox } from './sql/outbox.js';
 import type { OutboxRow } from './sql/outbox.js';
 import { selectPaperRevision } from './sql/papers.js';
 import { UnitOfWork } from './unitOfWork.js';
@@ -70,7 +71,7 @@ export class Store {
         return [r, uow.enqueued] as const;
       });
       // After the COMMIT returned, never inside it (outboxWake.ts).
-      if (enqueued) outboxCommitted(this.db);
+      if (enqueued.length > 0) outboxCommitted(this.db, enqueued);
       this.metrics.transaction('commit', (performance.now() - started) / 1000);
       return result;
     } catch (err) {
@@ -170,6 +171,11 @@ export class Store {
     return this.db.queryDeferred<OutboxRow>(claimOutbox(relay, limit, leaseMs, producers)).then((r) => r.rows);
   }
 
+  /** The claimable rows among `messageIds` (rows this process committed), by key; `producers` as claimOutbox. */
+  claimOutboxByIds(relay: string, messageIds: readonly string[], leaseMs: number, producers?: readonly string[]): Promise<OutboxRow[]> {
+    return this.db.queryDeferred<OutboxRow>(claimOutboxByIds(relay, messageIds, leaseMs, producers)).then((r) => r.rows);
+  }
+
   async markPublished(seqs: readonly number[]): Promise<void> {
     if (seqs.length) await this.db.queryDeferred(markPublished(seqs));
   }
@@ -185,10 +191,11 @@ export class Store {
 
   /**
    * Wakes `onWake` after any committed unit of work or journal statement that enqueued a
-   * message: one of this process directly, another process's by LISTEN (outboxWake.ts).
+   * message: one of this process directly, with the ids it wrote; another process's by LISTEN,
+   * with the ids its NOTIFY named, if any (outboxWake.ts).
    */
-  async listenOutbox(onWake: () => void): Promise<() => Promise<void>> {
-    const unlisten = await this.db.listen(OUTBOX_CHANNEL, () => onWake());
+  async listenOutbox(onWake: OutboxWake): Promise<() => Promise<void>> {
+    const unlisten = await this.db.listen(OUTBOX_CHANNEL, (payload) => onWake(outboxIdsOf(payload)));
     const local = onOutboxCommitted(this.db, onWake);
     return async () => {
       local();
@@ -196,8 +203,8 @@ export class Store {
     };
   }
 
-  /** Wakes the relays after a commit made outside a unit of work wrote outbox rows (outboxWake.ts). */
-  outboxCommitted(): void {
-    outboxCommitted(this.db);
+  /** Wakes the relays after a commit made outside a unit of work wrote the outbox rows `messageIds` (outboxWake.ts). */
+  outboxCommitted(messageIds: readonly string[]): void {
+    outboxCommitted(this.db, messageIds);
   }
 }

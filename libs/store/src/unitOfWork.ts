@@ -58,7 +58,8 @@ const MAX_LEDGER_RETRIES = 20;
 
 export class UnitOfWork {
   private readonly fences = new Set<string>();
-  private wroteOutbox = false;
+  /** The message ids of the outbox rows this unit of work wrote (the relays are woken with them after COMMIT). */
+  private readonly outboxIds: string[] = [];
   /** Items collected for one statement at COMMIT, by key, in registration order (collectForCommit). */
   private readonly atCommit = new Map<string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }>();
 
@@ -85,14 +86,14 @@ export class UnitOfWork {
     }
   }
 
-  /** Outbox rows were written by this unit of work: the store wakes the relays after its COMMIT. */
-  outboxWritten(): void {
-    this.wroteOutbox = true;
+  /** Outbox rows were written by this unit of work: the store wakes the relays with their ids after its COMMIT. */
+  outboxWritten(messageIds: readonly string[]): void {
+    for (const id of messageIds) this.outboxIds.push(id);
   }
 
-  /** Whether the relays are to be woken once this unit of work committed (Store.unitOfWork). */
-  get enqueued(): boolean {
-    return this.wroteOutbox;
+  /** The ids of the outbox rows the relays are to be woken for once this unit of work committed (Store.unitOfWork). */
+  get enqueued(): readonly string[] {
+    return this.outboxIds;
   }
 
   /** Raw statement inside this transaction, for handler-specific SQL. */
@@ -178,7 +179,7 @@ export class UnitOfWork {
   async enqueue(msg: OutgoingMessage, body: Uint8Array, opts: { routingKey?: string; fence?: FenceToken } = {}): Promise<void> {
     if (opts.fence) await this.requireFence(opts.fence, 'enqueue');
     await this.tx.query(insertOutbox({ messageId: msg.id, type: msg.type, routingKey: opts.routingKey ?? msg.type, caseId: msg.caseId, body, traceparent: msg.traceparent ?? null }));
-    this.outboxWritten();
+    this.outboxWritten([msg.id]);
   }
 
   async setInboxDisposition(consumer: string, messageId: string, disposition: InboxDisposition): Promise<void> {

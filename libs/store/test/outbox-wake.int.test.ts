@@ -68,10 +68,16 @@ describe('outbox wake-up after COMMIT', () => {
   /** A relay of this process: counts its wake-ups and, at each, whether the row is committed (read by the other pool). */
   async function localRelay(messageId: () => string) {
     const wakes: Promise<number>[] = [];
-    const stop = await store.listenOutbox(() => wakes.push(outboxRows(messageId())));
+    /** The message ids each wake named. */
+    const named: (readonly string[] | undefined)[] = [];
+    const stop = await store.listenOutbox((ids) => {
+      named.push(ids);
+      wakes.push(outboxRows(messageId()));
+    });
     await sleep(100); // the LISTEN connection's own wake on connect
     wakes.length = 0;
-    return { wakes, stop };
+    named.length = 0;
+    return { wakes, named, stop };
   }
 
   it('a unit of work that enqueues wakes the relay of its process once its COMMIT returned, and NOTIFYs nobody', async () => {
@@ -81,9 +87,10 @@ describe('outbox wake-up after COMMIT', () => {
     try {
       await settled();
       await store.unitOfWork((uow) => uow.enqueue({ id: current, type: 'task.runnable', caseId }, Buffer.from('m1')));
-      // Woken when the unit of work returned, not later; the row it wakes for is committed.
+      // Woken when the unit of work returned, not later, naming the row, which is committed.
       expect(relay.wakes).toHaveLength(1);
       expect(await relay.wakes[0]).toBe(1);
+      expect(relay.named).toEqual([[current]]);
 
       // A rolled-back enqueue wakes nobody.
       current = newId();
@@ -120,6 +127,7 @@ describe('outbox wake-up after COMMIT', () => {
       await new JournalCommitter(store).write(claim.token, caseId, finish, null);
       expect(relay.wakes).toHaveLength(1);
       expect(await relay.wakes[0]).toBe(1);
+      expect(relay.named).toEqual([[messageId]]);
       await nobodyNotified();
     } finally {
       await relay.stop();
@@ -129,9 +137,13 @@ describe('outbox wake-up after COMMIT', () => {
   it('with no relay in the process, the commit wakes the other processes by a NOTIFY sent after it, on a session that waits for no flush', async () => {
     const { caseId } = await seedCase(store);
     await settled();
-    await store.unitOfWork((uow) => uow.enqueue({ id: newId(), type: 'task.runnable', caseId }, Buffer.from('m3')));
+    const ids = [newId(), newId()];
+    await store.unitOfWork(async (uow) => {
+      for (const id of ids) await uow.enqueue({ id, type: 'task.runnable', caseId }, Buffer.from('m3'));
+    });
     for (let i = 0; i < 100 && heard.length === 0; i++) await sleep(20);
-    expect(heard.length).toBeGreaterThanOrEqual(1);
+    // The payload names the rows, so the other process's relay claims them by key.
+    expect(heard).toEqual([ids.join(',')]);
     const sent = notifies(log);
     expect(sent).toHaveLength(1);
     expect(sent[0]!.tx).toBe('deferred');

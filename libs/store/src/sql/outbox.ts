@@ -17,8 +17,32 @@ export function insertOutbox(m: { messageId: string; type: string; routingKey: s
   };
 }
 
-export function notifyOutbox(): Sql {
-  return { text: `SELECT pg_notify('${OUTBOX_CHANNEL}', '')` };
+/** Postgres refuses a NOTIFY payload of 8,000 bytes or more; a longer id list is sent as none. */
+const NOTIFY_PAYLOAD_MAX = 7_900;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The payload of an outbox NOTIFY: the committed rows' message ids, comma-separated, so a relay
+ * of another process claims them by key; '' (claim everything claimable) when they do not fit.
+ */
+export function outboxNotifyPayload(messageIds: readonly string[]): string {
+  const payload = messageIds.join(',');
+  return payload.length < NOTIFY_PAYLOAD_MAX ? payload : '';
+}
+
+/**
+ * The message ids an outbox NOTIFY names; undefined (rows of unknown ids may be waiting) for an
+ * empty payload or one that is not a list of uuids — a payload is whatever any client of the
+ * database sent, and a relay only ever claims claimable rows, whatever it names.
+ */
+export function outboxIdsOf(payload: string): string[] | undefined {
+  if (payload === '') return undefined;
+  const ids = payload.split(',');
+  return ids.every((id) => UUID.test(id)) ? ids : undefined;
+}
+
+export function notifyOutbox(messageIds: readonly string[]): Sql {
+  return { text: 'SELECT pg_notify($1::text, $2::text)', values: [OUTBOX_CHANNEL, outboxNotifyPayload(messageIds)] };
 }
 
 export interface OutboxRow {
@@ -32,26 +56,60 @@ export interface OutboxRow {
   traceparent: string | null;
 }
 
+/** The rows a claim may take: unpublished, and not held by another relay's live lease. */
+const CLAIMABLE = 'published_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())';
+
+/** Leases the rows `pick` selects (seqs, locked SKIP LOCKED) to relay $1 for $2 ms. */
+function leasePicked(pick: string): string {
+  return `UPDATE outbox_messages o
+              SET claimed_by = $1::text,
+                  claimed_until = now() + make_interval(secs => $2::double precision / 1000),
+                  attempts = o.attempts + 1
+             FROM (${pick}) pick
+            WHERE o.seq = pick.seq
+        RETURNING o.seq, o.message_id, o.type, o.routing_key, o.body, o.created_at, o.traceparent`;
+}
+
 /**
- * With `producers`: a relay holding broker credentials for only some services claims only the
- * rows those services enqueued, read from the envelope's sender.service in the row's body (the
- * service that wrote the row stamped it), so it never holds a row it cannot publish.
+ * With `producers` (parameter `$n`): a relay holding broker credentials for only some services
+ * claims only the rows those services enqueued, read from the envelope's sender.service in the
+ * row's body (the service that wrote the row stamped it), so it never holds a row it cannot publish.
  */
+const byProducer = (n: number) => `\n                      AND (convert_from(body, 'UTF8')::jsonb #>> '{sender,service}') = ANY($${n}::text[])`;
+
+/** The oldest `limit` claimable rows, whoever wrote them: what a poll or a wake-up naming no rows claims. */
 export function claimOutbox(relay: string, limit: number, leaseMs: number, producers?: readonly string[]): Sql {
-  const byProducer = producers === undefined ? '' : `\n                      AND (convert_from(body, 'UTF8')::jsonb #>> '{sender,service}') = ANY($4::text[])`;
   return {
     name: producers === undefined ? 'ev_claim_outbox' : 'ev_claim_outbox_as',
-    text: `UPDATE outbox_messages o
-              SET claimed_by = $1::text,
-                  claimed_until = now() + make_interval(secs => $3::double precision / 1000),
-                  attempts = o.attempts + 1
-             FROM (SELECT seq FROM outbox_messages
-                    WHERE published_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())${byProducer}
-                    ORDER BY seq LIMIT $2::int
-                    FOR UPDATE SKIP LOCKED) pick
-            WHERE o.seq = pick.seq
-        RETURNING o.seq, o.message_id, o.type, o.routing_key, o.body, o.created_at, o.traceparent`,
-    values: producers === undefined ? [relay, limit, leaseMs] : [relay, limit, leaseMs, producers],
+    text: leasePicked(`SELECT seq FROM outbox_messages
+                    WHERE ${CLAIMABLE}${producers === undefined ? '' : byProducer(4)}
+                    ORDER BY seq LIMIT $3::int
+                    FOR UPDATE SKIP LOCKED`),
+    values: producers === undefined ? [relay, leaseMs, limit] : [relay, leaseMs, limit, producers],
+  };
+}
+
+/**
+ * The claimable rows among `messageIds` (rows a commit named, outboxWake.ts), each found by one
+ * probe of the message-id key, whatever the table's size or history:
+ * - one LATERAL probe per id: a connection keeps the generic plan it built while the table was
+ *   small, and `message_id = ANY(…)` was then planned as a scan of the whole table (seen at half
+ *   load: 300–480 buffers a claim once the table held 2,500 rows);
+ * - `(…) IS TRUE` is CLAIMABLE's test written so the planner cannot match it to
+ *   `outbox_unpublished_idx`: that index keeps an entry for every row published since the last
+ *   vacuum (the full claim reads them: 1,325 buffers for no row after a half-load run), while its
+ *   statistics show it small.
+ */
+export function claimOutboxByIds(relay: string, messageIds: readonly string[], leaseMs: number, producers?: readonly string[]): Sql {
+  return {
+    name: producers === undefined ? 'ev_claim_outbox_ids' : 'ev_claim_outbox_ids_as',
+    text: leasePicked(`SELECT x.seq FROM unnest($3::uuid[]) AS m(id)
+                    CROSS JOIN LATERAL (
+                      SELECT seq FROM outbox_messages
+                       WHERE message_id = m.id AND (published_at IS NULL) IS TRUE
+                         AND (claimed_until IS NULL OR claimed_until < now())${producers === undefined ? '' : byProducer(4)}
+                         FOR UPDATE SKIP LOCKED) x`),
+    values: producers === undefined ? [relay, leaseMs, messageIds] : [relay, leaseMs, messageIds, producers],
   };
 }
 
