@@ -117,8 +117,15 @@ describe('group commit (deferred durability, stored blocks)', () => {
       ledger: null,
     });
     const tailHash = (w: TurnWrite) => w.papers[0]!.blocks!.find((b) => b.prev === null && b.bytes.toString() === tools)!.hash;
-    /** The block hashes the last journal statement carried. */
-    const carried = () => (JSON.parse(String(log.filter(isJournal).at(-1)!.values![0])) as { hb?: { hash: string }[] }).hb?.map((b) => b.hash) ?? [];
+    /** The block hashes the last journal statement carried (its blocks part: rows with a `prev`). */
+    const carried = () =>
+      log
+        .filter(isJournal)
+        .at(-1)!
+        .values!.filter((v): v is string => typeof v === 'string')
+        .flatMap((v) => JSON.parse(v) as Record<string, unknown>[])
+        .filter((row) => 'prev' in row)
+        .map((row) => row['hash'] as string);
     const reassembles = async (name: string) =>
       (
         await store.db.query<{ ok: boolean }>({

@@ -85,7 +85,8 @@ describe('the journal statement reads big tables by index probe only', () => {
       for (const batch of [items(w).slice(0, 1), items(w)]) {
         const sql = writeJournals(batch, { lockCases });
         const plan = await fx.store.db.transaction(async (tx) => {
-          await tx.query({ text: `PREPARE ev_plan_probe (jsonb${sql.values!.length > 1 ? ', bytea' : ''}) AS ${sql.text}` });
+          const types = sql.values!.map((v) => (Buffer.isBuffer(v) ? 'bytea' : 'jsonb')).join(', ');
+          await tx.query({ text: `PREPARE ev_plan_probe (${types}) AS ${sql.text}` });
           await tx.query({ text: 'SET LOCAL plan_cache_mode = force_generic_plan' });
           // EXECUTE takes no bind parameters: the values go in as literals.
           const args = sql.values!.map((v) => (Buffer.isBuffer(v) ? `'\\x${v.toString('hex')}'` : `'${String(v).replace(/'/g, "''")}'`)).join(', ');
