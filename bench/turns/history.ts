@@ -68,7 +68,7 @@ const SAMPLE_MS = Number(process.env.BENCH_HISTORY_SAMPLE_MS ?? 100);
 /**
  * The context window the agents' routes declare. 1M tokens (the default) holds the whole
  * ~400 KB history, so nothing is compacted and the phase measures a turn that carries all of it;
- * 128000 (the product's default window) compacts each agent once, around turn 90.
+ * 128000 (the product's default window) compacts each agent once, at turn 89.
  */
 const WINDOW_TOKENS = Number(process.env.BENCH_HISTORY_WINDOW_TOKENS ?? 1_000_000);
 if (!Number.isSafeInteger(WINDOW_TOKENS) || WINDOW_TOKENS <= 0) throw new Error(`BENCH_HISTORY_WINDOW_TOKENS must be a positive integer (got ${process.env.BENCH_HISTORY_WINDOW_TOKENS})`);
