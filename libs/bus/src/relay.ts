@@ -8,11 +8,13 @@
  * enqueued: in-process for this process's writes, by LISTEN/NOTIFY for a process without a relay
  * (Store.listenOutbox, outboxWake.ts), with a poll timer as the fallback for a lost wake-up.
  *
- * Two claims: a local wake names the rows its commit wrote, and those are claimed by key (a few
- * index probes); everything else — the first claim, a NOTIFY from another process, the poll at
- * least every pollMs while hinted claims run, the retry after a failed batch — claims the oldest
- * claimable rows whoever wrote them. A row a hinted claim does not take (another relay holds it,
- * a publish failed) is taken by a full claim: a hint only makes a row sooner, never the only way.
+ * Two claims: a wake-up names the rows its commit wrote (in-process, or in another process's
+ * NOTIFY payload), and those are claimed by key (a few index probes); everything else — the
+ * first claim, a wake-up naming no rows (a NOTIFY without ids, a reconnected listener), the poll
+ * at least every pollMs while hinted claims run, the retry after a failed batch — claims the
+ * oldest claimable rows whoever wrote them. A row a hinted claim does not take (another relay
+ * holds it, a publish failed) is taken by a full claim: a hint only makes a row sooner, never
+ * the only way.
  *
  * Invariants:
  * - A row is marked published only after its confirm: a crash or a lost connection at any point
@@ -81,9 +83,9 @@ export class OutboxRelay {
   private lagTimer: NodeJS.Timeout | undefined;
   /** Bumped by every wake-up; a loop that saw an older value knows there may be new rows. */
   private wakeSeq = 0;
-  /** Message ids local commits wrote that no claim has taken yet (claimed by key, oldest first). */
+  /** Message ids wake-ups named that no claim has taken yet (claimed by key, oldest first). */
   private hints: string[] = [];
-  /** A claim of every claimable row is owed: at start, after a NOTIFY, dropped hints or a failure. */
+  /** A claim of every claimable row is owed: at start, after a wake-up naming no rows, dropped hints or a failure. */
   private fullClaimDue = true;
   /** When the last full claim started (performance.now()): one is made at least every pollMs. */
   private lastFullClaim = 0;
