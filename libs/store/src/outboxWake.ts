@@ -22,8 +22,8 @@ import type { Db } from './db.js';
 import { notifyOutbox } from './sql/outbox.js';
 
 /**
- * A relay's wake-up. `messageIds`: the rows a commit of this process wrote (a local wake);
- * undefined: rows of unknown ids may be waiting (a NOTIFY from another process).
+ * A relay's wake-up. `messageIds`: the rows a commit wrote (a local wake, or a NOTIFY naming
+ * them); undefined: rows of unknown ids may be waiting (a NOTIFY naming none, a reconnected listener).
  */
 export type OutboxWake = (messageIds?: readonly string[]) => void;
 

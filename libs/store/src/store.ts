@@ -171,7 +171,7 @@ export class Store {
     return this.db.queryDeferred<OutboxRow>(claimOutbox(relay, limit, leaseMs, producers)).then((r) => r.rows);
   }
 
-  /** The claimable rows among `messageIds` (rows this process committed), by key; `producers` as claimOutbox. */
+  /** The claimable rows among `messageIds` (rows a wake-up named), by key; `producers` as claimOutbox. */
   claimOutboxByIds(relay: string, messageIds: readonly string[], leaseMs: number, producers?: readonly string[]): Promise<OutboxRow[]> {
     return this.db.queryDeferred<OutboxRow>(claimOutboxByIds(relay, messageIds, leaseMs, producers)).then((r) => r.rows);
   }

@@ -75,3 +75,24 @@ export function recording(inner: Db): { db: Db; log: Logged[] } {
   };
   return { db, log };
 }
+
+/** A value as an SQL literal for EXECUTE (which takes no bind parameters): bytea, array or text. */
+function literal(v: unknown): string {
+  if (Buffer.isBuffer(v)) return `'\\x${v.toString('hex')}'`;
+  const text = Array.isArray(v) ? `{${v.join(',')}}` : String(v);
+  return `'${text.replace(/'/g, "''")}'`;
+}
+
+/**
+ * The GENERIC plan of `sql` (the plan a prepared statement keeps for the life of its connection),
+ * its parameters of `types`, as EXPLAIN prints it.
+ */
+export function genericPlan(db: Db, sql: Sql, types: readonly string[]): Promise<string> {
+  return db.transaction(async (tx) => {
+    await tx.query({ text: `PREPARE ev_plan_probe (${types.join(', ')}) AS ${sql.text}` });
+    await tx.query({ text: 'SET LOCAL plan_cache_mode = force_generic_plan' });
+    const { rows } = await tx.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN EXECUTE ev_plan_probe(${(sql.values ?? []).map(literal).join(', ')})` });
+    await tx.query({ text: 'DEALLOCATE ev_plan_probe' });
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+}

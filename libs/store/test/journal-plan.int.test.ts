@@ -13,7 +13,7 @@ import { writeJournals } from '../src/sql/journal.js';
 import { claimTask } from '../src/tasks.js';
 import type { JournalWriteItem } from '../src/sql/journal.js';
 import type { FenceToken } from '../src/unitOfWork.js';
-import { seedCase, testStore } from './helpers.js';
+import { genericPlan, seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
 
 const BIG = ['tasks', 'runtime_calls', 'papers', 'paper_revisions', 'turn_checkpoints', 'ledger', 'ledger_heads', 'outbox_messages', 'cases'];
@@ -84,16 +84,7 @@ describe('the journal statement reads big tables by index probe only', () => {
     for (const { w, lockCases } of variants) {
       for (const batch of [items(w).slice(0, 1), items(w)]) {
         const sql = writeJournals(batch, { lockCases });
-        const plan = await fx.store.db.transaction(async (tx) => {
-          const types = sql.values!.map((v) => (Buffer.isBuffer(v) ? 'bytea' : 'jsonb')).join(', ');
-          await tx.query({ text: `PREPARE ev_plan_probe (${types}) AS ${sql.text}` });
-          await tx.query({ text: 'SET LOCAL plan_cache_mode = force_generic_plan' });
-          // EXECUTE takes no bind parameters: the values go in as literals.
-          const args = sql.values!.map((v) => (Buffer.isBuffer(v) ? `'\\x${v.toString('hex')}'` : `'${String(v).replace(/'/g, "''")}'`)).join(', ');
-          const { rows } = await tx.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN EXECUTE ev_plan_probe(${args})` });
-          await tx.query({ text: 'DEALLOCATE ev_plan_probe' });
-          return rows.map((r) => r['QUERY PLAN']).join('\n');
-        });
+        const plan = await genericPlan(fx.store.db, sql, sql.values!.map((v) => (Buffer.isBuffer(v) ? 'bytea' : 'jsonb')));
         const scans = BIG.filter((table) => new RegExp(`Seq Scan on ${table}\\b`).test(plan));
         expect(scans, `${sql.name} × ${batch.length}:\n${plan}`).toEqual([]);
         expect(plan, sql.name).toMatch(/Index Scan using tasks_pkey on tasks/);

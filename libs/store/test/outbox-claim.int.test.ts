@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { claimOutboxByIds } from '../src/sql/outbox.js';
-import { seedCase, testStore } from './helpers.js';
+import { genericPlan, seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
 
 describe('claiming outbox rows by message id', () => {
@@ -85,18 +85,6 @@ describe('the claim by message id, planned on a small table and on a large one',
       values: [caseId, rows, published],
     });
 
-  async function genericPlan(producers: readonly string[] | undefined): Promise<string> {
-    const sql = claimOutboxByIds('relay-plan', [newId(), newId()], 30_000, producers);
-    return fx.store.db.transaction(async (tx) => {
-      await tx.query({ text: `PREPARE ev_plan_probe (text, double precision, uuid[]${producers ? ', text[]' : ''}) AS ${sql.text}` });
-      await tx.query({ text: 'SET LOCAL plan_cache_mode = force_generic_plan' });
-      const args = sql.values!.map((v) => `'${Array.isArray(v) ? `{${v.join(',')}}` : String(v)}'`).join(', ');
-      const { rows } = await tx.query<{ 'QUERY PLAN': string }>({ text: `EXPLAIN EXECUTE ev_plan_probe(${args})` });
-      await tx.query({ text: 'DEALLOCATE ev_plan_probe' });
-      return rows.map((r) => r['QUERY PLAN']).join('\n');
-    });
-  }
-
   it('probes the message-id key, never scanning the table or walking outbox_unpublished_idx', async () => {
     const stages: [string, () => Promise<unknown>][] = [
       ['a new table', async () => {}],
@@ -109,7 +97,8 @@ describe('the claim by message id, planned on a small table and on a large one',
     for (const [stage, setUp] of stages) {
       await setUp();
       for (const producers of [undefined, ['gate']]) {
-        const plan = await genericPlan(producers);
+        const sql = claimOutboxByIds('relay-plan', [newId(), newId()], 30_000, producers);
+        const plan = await genericPlan(fx.store.db, sql, ['text', 'double precision', 'uuid[]', ...(producers ? ['text[]'] : [])]);
         expect(plan, `${stage}:\n${plan}`).toMatch(/Index Scan using outbox_messages_message_id_key on outbox_messages/);
         expect(plan, `${stage}:\n${plan}`).not.toMatch(/outbox_unpublished_idx|Seq Scan on outbox_messages/);
       }

@@ -56,8 +56,10 @@ export interface OutboxRow {
   traceparent: string | null;
 }
 
-/** The rows a claim may take: unpublished, and not held by another relay's live lease. */
-const CLAIMABLE = 'published_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())';
+/** Not held by another relay's live lease. */
+const LEASE_FREE = '(claimed_until IS NULL OR claimed_until < now())';
+/** The rows a claim may take: unpublished and lease-free. */
+const CLAIMABLE = `published_at IS NULL AND ${LEASE_FREE}`;
 
 /** Leases the rows `pick` selects (seqs, locked SKIP LOCKED) to relay $1 for $2 ms. */
 function leasePicked(pick: string): string {
@@ -106,8 +108,7 @@ export function claimOutboxByIds(relay: string, messageIds: readonly string[], l
     text: leasePicked(`SELECT x.seq FROM unnest($3::uuid[]) AS m(id)
                     CROSS JOIN LATERAL (
                       SELECT seq FROM outbox_messages
-                       WHERE message_id = m.id AND (published_at IS NULL) IS TRUE
-                         AND (claimed_until IS NULL OR claimed_until < now())${producers === undefined ? '' : byProducer(4)}
+                       WHERE message_id = m.id AND (published_at IS NULL) IS TRUE AND ${LEASE_FREE}${producers === undefined ? '' : byProducer(4)}
                          FOR UPDATE SKIP LOCKED) x`),
     values: producers === undefined ? [relay, leaseMs, messageIds] : [relay, leaseMs, messageIds, producers],
   };
