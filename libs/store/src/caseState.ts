@@ -60,10 +60,10 @@ export async function refreshCaseState(uow: UnitOfWork, caseId: string, cause: C
 }
 
 /**
- * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes):
- * every case lock in one statement (case-id order), the derivations (in one more when there are
- * many), every `case_state` record in one statement. Same result per case as refreshCaseState
- * one by one.
+ * refreshCaseState for several DISTINCT cases of one unit of work (a group commit's finishes, a
+ * batch's claims): every case lock in one statement (case-id order) and the derivations after it
+ * in the same round trip, every `case_state` record in one statement. Same result per case as
+ * refreshCaseState one by one.
  * `held`: the heads and case rows this unit of work already locked, in that order, and what it
  * read under those locks (writeJournals' `lockCases`); the lock statement is then not sent.
  * `derivedBefore`: derivationStatements' rows, run by this unit of work after its last write to
@@ -80,7 +80,15 @@ export async function refreshCaseStates(
 ): Promise<Map<string, CaseStateRefresh>> {
   const out = new Map<string, CaseStateRefresh>();
   if (parts.length === 0) return out;
-  const locked = held ?? new Map((await uow.query<LockedCaseState & { case_id: string }>(lockCasesForState(parts.map((p) => p.caseId)))).rows.map((r) => [r.case_id, r]));
+  let locked = held;
+  if (locked === undefined) {
+    // The derivations go in the lock's round trip: they run after it, under its locks. A case
+    // the cause leaves where it is (unchangedBy) is derived too, and its row then used (derive).
+    const ids = parts.map((p) => p.caseId);
+    const [lockRows, ...derivations] = await uow.queryMany([lockCasesForState(ids), ...(derivedBefore === undefined ? derivationStatements([...new Set(ids)].sort()) : [])]);
+    locked = new Map((lockRows!.rows as (LockedCaseState & { case_id: string })[]).map((r) => [r.case_id, r]));
+    derivedBefore ??= derivedRows(derivations);
+  }
   const records: { caseId: string; rec: { kind: string; body: unknown }; lockedHead: LedgerHead }[] = [];
   const pending = new Map<string, CaseStateRefresh>();
   const sorted = [...parts].sort((a, b) => (a.caseId < b.caseId ? -1 : a.caseId > b.caseId ? 1 : 0));
@@ -141,7 +149,7 @@ async function derive(
   const out = new Map<string, Derived>();
   const headOf = (l: LockedCaseState): LedgerHead => ({ seq: l.head_seq, hash: l.head_hash });
   const asked = parts.filter((p) => {
-    if (!unchangedBy(p.cause.cause, p.locked.state)) return true;
+    if (!unchangedBy(p.cause.cause, p.locked.state) || derivedBefore.has(p.caseId)) return true;
     const state = p.locked.state as CaseState;
     out.set(p.caseId, { refresh: { from: state, to: state, reason: p.locked.state_reason, appended: null, head: headOf(p.locked) }, record: null });
     return false;
@@ -181,8 +189,9 @@ export interface HeadAtCommit {
 
 /**
  * refreshCaseState at COMMIT: the refresh of every case queued in this unit of work runs as one
- * batch (refreshCaseStates) just before COMMIT, after everything the callback wrote — for a
- * caller that does not read the state (a claim in a consumer's batch). A case queued twice is
+ * batch (refreshCaseStates) just before COMMIT, after everything the callback and the other
+ * COMMIT-time flushes wrote (the first intents of claims), and its `case_state` records go with
+ * the COMMIT — for a caller that does not read the state (a claim in a consumer's batch). A case queued twice is
  * refreshed once, with its first cause: the derivation reads the unit of work's final records
  * either way. The returned holder receives the case's head after the refresh (read once the
  * unit of work committed; a later append by anyone else only makes it stale, which a
@@ -190,11 +199,22 @@ export interface HeadAtCommit {
  */
 export function refreshCaseStateAtCommit(uow: UnitOfWork, caseId: string, cause: CaseStateCause): HeadAtCommit {
   const at: HeadAtCommit = { head: null };
-  uow.collectForCommit('case_state', { caseId, cause, at }, async (parts) => {
-    const first = new Map<string, CaseStateCause>();
-    for (const p of parts) if (!first.has(p.caseId)) first.set(p.caseId, p.cause);
-    const states = await refreshCaseStates(uow, [...first].map(([id, c]) => ({ caseId: id, cause: c })));
-    for (const p of parts) p.at.head = states.get(p.caseId)?.head ?? null;
-  });
+  uow.collectForCommit(
+    'case_state',
+    { caseId, cause, at },
+    async (parts) => {
+      const first = new Map<string, CaseStateCause>();
+      for (const p of parts) if (!first.has(p.caseId)) first.set(p.caseId, p.cause);
+      const states = await refreshCaseStates(
+        uow,
+        [...first].map(([id, c]) => ({ caseId: id, cause: c })),
+        undefined,
+        undefined,
+        { commit: true },
+      );
+      for (const p of parts) p.at.head = states.get(p.caseId)?.head ?? null;
+    },
+    { last: true },
+  );
   return at;
 }

@@ -56,12 +56,19 @@ export interface LedgerAppended {
 
 const MAX_LEDGER_RETRIES = 20;
 
+/** The items queued under one key for COMMIT, and the flush that writes them. */
+interface AtCommit {
+  readonly items: unknown[];
+  readonly flush: (items: unknown[]) => Promise<void>;
+  readonly last: boolean;
+}
+
 export class UnitOfWork {
   private readonly fences = new Set<string>();
   /** The message ids of the outbox rows this unit of work wrote (the relays are woken with them after COMMIT). */
   private readonly outboxIds: string[] = [];
   /** Items collected for one statement at COMMIT, by key, in registration order (collectForCommit). */
-  private readonly atCommit = new Map<string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }>();
+  private readonly atCommit = new Map<string, AtCommit>();
 
   constructor(private readonly tx: Queryable, private readonly metrics: StoreMetrics) {}
 
@@ -70,19 +77,30 @@ export class UnitOfWork {
    * `flush` runs once with every item queued under that key (so N handlers of a batch share
    * ONE statement instead of N). The flush is part of the transaction: if it throws, nothing of
    * the unit of work commits. Only work whose result nobody in the callback reads may be queued.
+   * `last`: the flush runs after every other one (a derivation that must see all the unit of
+   * work wrote), and may end the unit of work by sending its last statements with the COMMIT
+   * (commitWith, which first runs whatever is still queued).
    */
-  collectForCommit<T>(key: string, item: T, flush: (items: T[]) => Promise<void>): void {
+  collectForCommit<T>(key: string, item: T, flush: (items: T[]) => Promise<void>, opts: { last?: boolean } = {}): void {
     const slot = this.atCommit.get(key);
     if (slot) slot.items.push(item);
-    else this.atCommit.set(key, { items: [item], flush: flush as (items: unknown[]) => Promise<void> });
+    else this.atCommit.set(key, { items: [item], flush: flush as (items: unknown[]) => Promise<void>, last: opts.last === true });
   }
 
-  /** Runs the queued flushes (Store.unitOfWork calls it before COMMIT); a flush may queue more. */
+  /** Runs the queued flushes (Store.unitOfWork calls it before COMMIT), `last` ones last; a flush may queue more. */
   async settleBeforeCommit(): Promise<void> {
-    while (this.atCommit.size > 0) {
-      const [key, slot] = this.atCommit.entries().next().value as [string, { items: unknown[]; flush: (items: unknown[]) => Promise<void> }];
-      this.atCommit.delete(key);
-      await slot.flush(slot.items);
+    for (;;) {
+      let next: [string, AtCommit] | undefined;
+      for (const entry of this.atCommit) {
+        if (!entry[1].last) {
+          next = entry;
+          break;
+        }
+        next ??= entry;
+      }
+      if (next === undefined) return;
+      this.atCommit.delete(next[0]);
+      await next[1].flush(next[1].items);
     }
   }
 

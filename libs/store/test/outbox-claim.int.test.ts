@@ -104,4 +104,19 @@ describe('the claim by message id, planned on a small table and on a large one',
       }
     }
   });
+
+  it('is planned once per connection, not at every call: the connection settles on the generic plan', async () => {
+    // Postgres plans a named statement's first five executions for their values, then keeps the
+    // generic plan unless those custom plans looked cheaper. Calls of 1 to 8 ids, as a relay makes.
+    const counts = await fx.store.db.transaction(async (tx) => {
+      for (let n = 1; n <= 8; n++) await tx.query(claimOutboxByIds('relay-plans', Array.from({ length: n }, () => newId()), 30_000));
+      const { rows } = await tx.query<{ generic_plans: string; custom_plans: string }>({
+        text: "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'ev_claim_outbox_ids'",
+      });
+      return rows[0];
+    });
+    expect(counts, 'the claim was prepared on this connection').toBeDefined();
+    expect(Number(counts!.custom_plans)).toBeLessThanOrEqual(5);
+    expect(Number(counts!.generic_plans)).toBeGreaterThanOrEqual(3);
+  });
 });
