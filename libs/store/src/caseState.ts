@@ -183,7 +183,7 @@ function changeOf(r: CaseStateChange, cause: CaseStateCause, head: LedgerHead): 
 
 /** The case's ledger head as a unit of work leaves it, known once its COMMIT-time refresh ran. */
 export interface HeadAtCommit {
-  /** Set just before COMMIT (null until then, or when the case was not found). */
+  /** Set by the COMMIT-time refresh (null until then, or when the case was not found). */
   head: LedgerHead | null;
 }
 
@@ -191,9 +191,9 @@ export interface HeadAtCommit {
  * refreshCaseState at COMMIT: the refresh of every case queued in this unit of work runs as one
  * batch (refreshCaseStates) just before COMMIT, after everything the callback and the other
  * COMMIT-time flushes wrote (the first intents of claims), and its `case_state` records go with
- * the COMMIT — for a caller that does not read the state (a claim in a consumer's batch). A case queued twice is
- * refreshed once, with its first cause: the derivation reads the unit of work's final records
- * either way. The returned holder receives the case's head after the refresh (read once the
+ * the COMMIT — for a caller that does not read the state (a claim in a consumer's batch). A case
+ * queued twice is refreshed once, with its first cause: the derivation reads the unit of work's
+ * final records either way. The returned holder receives the case's head after the refresh (read once the
  * unit of work committed; a later append by anyone else only makes it stale, which a
  * compare-and-set on the head detects).
  */
