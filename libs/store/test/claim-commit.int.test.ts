@@ -4,15 +4,14 @@
  * locks, and their `case_state` records go with the COMMIT. Round trips are counted at
  * node-postgres' `Client.query`, a seam, not the thing under test.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '@everdict/testkit';
 import { createPgDb } from '../src/pg.js';
 import { migrate } from '../src/migrate.js';
 import { Store } from '../src/store.js';
 import { claimTask, claimTasksAhead } from '../src/tasks.js';
 import type { Db } from '../src/db.js';
-import { seedCase } from './helpers.js';
+import { roundTrips, seedCase } from './helpers.js';
 
 describe("a batch's claims at COMMIT", () => {
   let db: Db;
@@ -31,16 +30,6 @@ describe("a batch's claims at COMMIT", () => {
     await drop();
   });
 
-  /** Client.query calls (one per round trip: a pipeline is one) made while `fn` runs. */
-  async function roundTrips<T>(fn: () => Promise<T>): Promise<{ value: T; trips: number }> {
-    const spy = vi.spyOn(pg.Client.prototype, 'query');
-    try {
-      const value = await fn();
-      return { value, trips: spy.mock.calls.length };
-    } finally {
-      spy.mockRestore();
-    }
-  }
 
   /** Claims the tasks of a batch as the turn-worker does; `later` is COMMIT-time work queued after the claims. */
   const claimBatch = (taskIds: readonly string[], later: string[]) =>

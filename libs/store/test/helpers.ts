@@ -1,3 +1,5 @@
+import { vi } from 'vitest';
+import pg from 'pg';
 import { freshDatabase } from '@everdict/testkit';
 import { createPgDb } from '../src/pg.js';
 import { migrate } from '../src/migrate.js';
@@ -95,4 +97,18 @@ export function genericPlan(db: Db, sql: Sql, types: readonly string[]): Promise
     await tx.query({ text: 'DEALLOCATE ev_plan_probe' });
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
+}
+
+/**
+ * Runs `fn` and counts node-postgres' `Client.query` calls meanwhile: one per round trip (a
+ * pipeline is one). A seam for tests, not the thing under test.
+ */
+export async function roundTrips<T>(fn: () => Promise<T>): Promise<{ value: T; trips: number }> {
+  const spy = vi.spyOn(pg.Client.prototype, 'query');
+  try {
+    const value = await fn();
+    return { value, trips: spy.mock.calls.length };
+  } finally {
+    spy.mockRestore();
+  }
 }

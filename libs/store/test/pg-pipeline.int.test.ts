@@ -5,13 +5,13 @@
  * stops the statements after it — in fewer round trips, and that the connection stays usable.
  * Round trips are counted at node-postgres' `Client.query`, a seam, not the thing under test.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '@everdict/testkit';
 import { createPgDb } from '../src/pg.js';
 import { DuplicateKey } from '../src/errors.js';
 import type { Db, Sql } from '../src/db.js';
 import { Store } from '../src/store.js';
+import { roundTrips } from './helpers.js';
 
 describe('statements sent together', () => {
   let db: Db;
@@ -37,16 +37,6 @@ describe('statements sent together', () => {
   const rows = async (): Promise<number[]> => (await db.query<{ id: number }>({ text: 'SELECT id FROM t ORDER BY id' })).rows.map((r) => r.id);
   const sequence = async (): Promise<number> => (await db.query<{ v: number }>({ text: 'SELECT last_value::int AS v FROM s' })).rows[0]!.v;
 
-  /** Client.query calls (one per round trip: a pipeline is one) made while `fn` runs. */
-  async function roundTrips<T>(fn: () => Promise<T>): Promise<{ value: T; trips: number }> {
-    const spy = vi.spyOn(pg.Client.prototype, 'query');
-    try {
-      const value = await fn();
-      return { value, trips: spy.mock.calls.length };
-    } finally {
-      spy.mockRestore();
-    }
-  }
 
   it('statements sent together that open a unit of work travel with its BEGIN once the connection has parsed them, inside the transaction', async () => {
     // First time on this connection: BEGIN, each statement (parsed now), COMMIT.
