@@ -11,10 +11,11 @@
  * Two claims: a wake-up names the rows its commit wrote (in-process, or in another process's
  * NOTIFY payload), and those are claimed by key (a few index probes); everything else — the
  * first claim, a wake-up naming no rows (a NOTIFY without ids, a reconnected listener), the poll
- * at least every pollMs while hinted claims run, the retry after a failed batch — claims the
- * oldest claimable rows whoever wrote them. A row a hinted claim does not take (another relay
- * holds it, a publish failed) is taken by a full claim: a hint only makes a row sooner, never
- * the only way.
+ * at least every pollMs whether or not hinted claims run, the retry after a failed batch —
+ * claims the oldest claimable rows whoever wrote them. A row a hinted claim does not take
+ * (another relay holds it, a publish failed) is taken by a full claim: a hint only makes a row
+ * sooner, never the only way. A pipeline woken after another took the hints claims nothing: a
+ * full claim there would scan the unpublished rows for the ones the hinted claims take by key.
  *
  * Invariants:
  * - A row is marked published only after its confirm: a crash or a lost connection at any point
@@ -138,10 +139,15 @@ export class OutboxRelay {
     return this.publishBatch(() => this.opts.store.claimOutbox(this.name, this.batchSize, this.leaseMs, this.opts.producers));
   }
 
-  /** The loop's batch: the hinted rows by key, unless a full claim is owed (see the class comment). */
+  /**
+   * The loop's batch: a full claim when one is owed or the last is pollMs old, else the hinted
+   * rows by key, else nothing. A pipeline woken with no hint left (another pipeline took the
+   * rows its wake-up named) has nothing to claim: every wake-up either named its rows, which a
+   * hinted claim takes, or owed a full claim.
+   */
   private pumpDue(): Promise<RelayBatchResult> {
     const now = performance.now();
-    if (this.fullClaimDue || this.hints.length === 0 || now - this.lastFullClaim >= this.pollMs) {
+    if (this.fullClaimDue || now - this.lastFullClaim >= this.pollMs) {
       this.fullClaimDue = false;
       this.lastFullClaim = now;
       return this.pumpOnce().then((result) => {
@@ -150,6 +156,7 @@ export class OutboxRelay {
         return result;
       });
     }
+    if (this.hints.length === 0) return Promise.resolve({ claimed: 0, published: 0, failed: 0 });
     const ids = this.hints.splice(0, this.batchSize);
     return this.publishBatch(() => this.opts.store.claimOutboxByIds(this.name, ids, this.leaseMs, this.opts.producers));
   }
@@ -230,7 +237,11 @@ export class OutboxRelay {
     if (this.stopping || (seenWake !== undefined && this.wakeSeq !== seenWake)) return Promise.resolve();
     return new Promise((resolve) => {
       const waiter = { onWake: seenWake !== undefined, done: () => {} };
-      const timer = setTimeout(() => waiter.done(), ms);
+      // A poll that ran out owes a full claim (however recent another pipeline's was).
+      const timer = setTimeout(() => {
+        if (waiter.onWake) this.fullClaimDue = true;
+        waiter.done();
+      }, ms);
       waiter.done = () => {
         clearTimeout(timer);
         this.waiters.delete(waiter);

@@ -74,6 +74,23 @@ describe('the relay claims what a local commit named by key, the rest by a full 
     await eventually(() => published(unnamed), { timeoutMs: 5_000, what: 'the unnamed row published after a NOTIFY naming none' });
   });
 
+  it('a pipeline woken after another took the named rows claims nothing', async () => {
+    await startRelay(60_000);
+    const [first, second, unnamed] = [await foreignRow(), await foreignRow(), await foreignRow()];
+    // Two NOTIFYs of one transaction arrive together: the first wake-up wakes one pipeline, the
+    // second the other, and the first to run claims both named rows by key.
+    await fx.store.unitOfWork(async (uow) => {
+      await uow.query({ text: 'SELECT pg_notify($1::text, $2::text)', values: [OUTBOX_CHANNEL, outboxNotifyPayload([first])] });
+      await uow.query({ text: 'SELECT pg_notify($1::text, $2::text)', values: [OUTBOX_CHANNEL, outboxNotifyPayload([second])] });
+    });
+    await eventually(async () => (await published(first)) && (await published(second)), { timeoutMs: 5_000, what: 'both named rows published' });
+    await sleep(300);
+    // The other pipeline found no hint left; a full claim would have taken the unnamed row.
+    expect(await published(unnamed)).toBe(false);
+    await fx.db.query({ text: `SELECT pg_notify('${OUTBOX_CHANNEL}', '')` });
+    await eventually(() => published(unnamed), { timeoutMs: 5_000, what: 'the unnamed row published after a NOTIFY naming none' });
+  });
+
   it('while local commits keep waking it, a full claim still comes within the poll interval', async () => {
     await startRelay(400);
     const foreign = await foreignRow();
