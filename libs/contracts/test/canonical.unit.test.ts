@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson, payloadHash, sha256Hex } from '@everdict/contracts';
+import { canonicalJson, ownedUtf8, payloadHash, sha256Hex } from '@everdict/contracts';
 
 describe('RFC 8785 canonical JSON', () => {
   it('sorts keys by UTF-16 code units, recursively (RFC 8785 §3.2.3)', () => {
@@ -70,5 +70,16 @@ describe('payloadHash', () => {
     expect(payloadHash({ a: [1, 2] })).not.toBe(payloadHash({ a: [2, 1] }));
     expect(payloadHash({ a: 1 })).not.toBe(payloadHash({ a: '1' }));
     expect(payloadHash({ a: 1 })).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+});
+
+describe('ownedUtf8', () => {
+  it('holds exactly the UTF-8 bytes of the text in a buffer of its own, never a view of the shared pool', () => {
+    for (const text of ['', 'a', '{"role":"tool","content":"é 🚀 \u0000"}', 'x'.repeat(40_000)]) {
+      const b = ownedUtf8(text);
+      expect(b.equals(Buffer.from(text, 'utf8'))).toBe(true);
+      expect(b.byteOffset).toBe(0);
+      expect(b.buffer.byteLength).toBe(b.byteLength);
+    }
   });
 });

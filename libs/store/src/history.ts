@@ -22,7 +22,7 @@
  * itself (the caller marks a list durable once the write that carried it committed).
  */
 import { createHash } from 'node:crypto';
-import { canonicalJson, newId } from '@everdict/contracts';
+import { canonicalJson, newId, ownedUtf8 } from '@everdict/contracts';
 import { contentHash } from './journal.js';
 import type { NewPaper } from './sql/journal.js';
 
@@ -74,7 +74,7 @@ export function chainOf(forms: readonly string[]): HistoryItem[] {
   const out: HistoryItem[] = [];
   let prev: string | null = null;
   for (const form of forms) {
-    const bytes = Buffer.from(form, 'utf8');
+    const bytes = ownedUtf8(form);
     const hash = linkHash(prev, bytes);
     out.push({ hash, prev, bytes, durable: false });
     prev = hash;
@@ -112,7 +112,7 @@ export function tailBlock(after: string): HistoryBlock | null {
   if (after.length < TAIL_BLOCK_MIN_BYTES && Buffer.byteLength(after, 'utf8') < TAIL_BLOCK_MIN_BYTES) return null;
   const known = tails.get(after);
   if (known !== undefined) return known;
-  const bytes = Buffer.from(after, 'utf8');
+  const bytes = ownedUtf8(after);
   const block = { hash: contentHash(bytes), prev: null, bytes };
   if (tails.size >= TAILS_KEPT) tails.delete(tails.keys().next().value!);
   tails.set(after, block);
@@ -386,7 +386,7 @@ export class HistoryChain {
       const prevKey = i === 0 ? null : keys[i - 1]!;
       let link = this.links.get(key);
       if (link === undefined || link.scope !== scope || link.prevKey !== prevKey || link.item.prev !== prev) {
-        const bytes = link !== undefined ? link.item.bytes : Buffer.from(form(key), 'utf8');
+        const bytes = link !== undefined ? link.item.bytes : ownedUtf8(form(key));
         link = { scope, prevKey, item: { hash: linkHash(prev, bytes), prev, bytes, durable: false } };
         this.links.set(key, link);
       }

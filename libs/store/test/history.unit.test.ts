@@ -83,6 +83,8 @@ describe('HistoryChain', () => {
     expect(items.map((i) => i.durable)).toEqual([true, true, false]);
     expect(items.map((i) => i.hash)).toEqual(chainOf(forms).map((i) => i.hash));
     expect(calls).toBe(3); // each message canonicalised once
+    // Kept for the task's life: a view of Buffer's shared pool would keep a whole slab resident.
+    for (const it of items) expect(it.bytes.buffer.byteLength).toBe(it.bytes.byteLength);
     const paper = manifestPaper({ kind: 'artefact', name: 'n', schemaId: 's', before, items, after });
     expect(paper.blocks!.map((b) => b.hash)).toEqual([items[2]!.hash, contentHash(Buffer.from('x'.repeat(2048)))]);
   });

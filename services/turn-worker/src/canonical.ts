@@ -6,7 +6,7 @@
  * document (the unit tests compare them); only the work is not repeated every turn.
  */
 import { createHash, randomUUID, type Hash } from 'node:crypto';
-import { canonicalJson } from '@everdict/contracts';
+import { canonicalJson, ownedUtf8 } from '@everdict/contracts';
 import type { ChatMessage, ModelRequest, RouteIdentity } from '@everdict/llm';
 import { HistoryChain } from '@everdict/store';
 import type { HistoryItem } from '@everdict/store';
@@ -83,7 +83,7 @@ function requestSuffix(toolsOwner: object, request: ModelRequest, route: RouteId
   const kept = suffixes.get(toolsOwner);
   if (kept !== undefined && kept.system === request.system && kept.route === routeText) return kept;
   const text = `],"system":${canonicalJson(request.system)},"tools":${canonicalTools(toolsOwner, request.tools)}},"route":${routeText}}`;
-  const made = { system: request.system, route: routeText, text, bytes: Buffer.from(text, 'utf8') };
+  const made = { system: request.system, route: routeText, text, bytes: ownedUtf8(text) };
   suffixes.set(toolsOwner, made);
   return made;
 }

@@ -24,7 +24,7 @@
  * A call already in the journal (a resumed turn) is answered from the journal: a completed call
  * is replayed, never executed again; an open intent keeps its call id.
  */
-import { canonicalJson, EverdictError, newId } from '@everdict/contracts';
+import { canonicalJson, EverdictError, newId, ownedUtf8 } from '@everdict/contracts';
 import type { CallStatus } from '@everdict/contracts';
 import type { CallIntent, CallOutcome, CallRecord, Journal, JournalKey, ToolRegistry } from '@everdict/agent-runtime';
 import type { ModelReply, ModelRequest, RouteIdentity } from '@everdict/llm';
@@ -127,7 +127,8 @@ function offloadedRefOf(response: unknown): string[] {
   return typeof ref === 'string' ? [ref] : [];
 }
 
-const bytesOf = (value: unknown) => Buffer.from(canonicalJson(value ?? null), 'utf8');
+// A call's request bytes are kept until its outcome is written (a slow tool's: seconds).
+const bytesOf = (value: unknown) => ownedUtf8(canonicalJson(value ?? null));
 
 /**
  * Whether two model request documents are the same request by construction: the same message
