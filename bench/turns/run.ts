@@ -131,15 +131,16 @@ async function startWorker(dir: string, env: Record<string, string>, name: strin
   // (BENCH_SOURCE=1: from TypeScript through tsx).
   const entry = process.env.BENCH_SOURCE === '1' ? everdictStartArgs(['turn-worker']) : [join(REPO, 'bin/everdict.js'), 'start', '--service', 'turn-worker'];
   // The flags a turn-worker deployment runs with (compose's NODE_OPTIONS; BENCH_NODE_ARGS
-  // replaces them). A turn allocates short-lived request and journal documents: a 32 MB young
-  // generation lets most of them die there (measured: 15 % of worker CPU in GC at 8 MB, 10 % at
-  // 32; peak +15-25 %), and the old space is bounded so the heap stays a few KB per live task.
-  // The old space starts at 96 MB: growing it from V8's small default took 13 full collections
-  // in a 4 s peak (--trace-gc: 217 ms of pauses plus incremental marking). Measured at peak (1
-  // worker): worker CPU per turn 0.56-0.59 → ~0.50 ms, turns/s 1,305 → 1,442; RSS at 1,000 live
-  // agents unchanged (243-254 MB), at half load 169 → 203 MB. 64 MB gained little; 128 MB no
-  // more than 96 for 30 MB more at half load.
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '--max-semi-space-size=32 --initial-old-space-size=96 --max-old-space-size=256').split(' ').filter(Boolean);
+  // replaces them). A turn allocates short-lived request and journal documents: a 16 MB
+  // semi-space lets most of them die young (measured: 15 % of worker CPU in GC at 8 MB), and the
+  // old space is bounded so the heap stays a few KB per live task. The old space starts at 64 MB:
+  // growing it from V8's small default took 13 full collections in a 4 s peak (--trace-gc: 217
+  // ms of pauses plus incremental marking). A grown young generation stays resident (2 × the
+  // semi-space), so these are also the memory budget. Five alternating pairs of full runs
+  // against 32 / 96 MB: the same peak ratio to DBOS (2.18-2.46 against 2.30-2.81) and half-load
+  // p99 (16-27 against 19-25 ms), for RSS at half load 157-164 against 199-202 MB and at 1,000
+  // live agents 191-194 against 224 MB (issue 4's goal: 200).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '--max-semi-space-size=16 --initial-old-space-size=64 --max-old-space-size=256').split(' ').filter(Boolean);
   const proc = spawn(process.execPath, [...nodeArgs, ...entry], {
     cwd: REPO,
     env: { ...process.env, ...env, PORT: String(port), EVERDICT_WORKER_NAME: name, EVERDICT_BENCH_SAMPLES: samplesFile, LOG_LEVEL: 'warn' },
