@@ -21,6 +21,8 @@
  *             BENCH_HISTORY_TURNS (100) turns, each turn's tool result a distinct 2 KB: stored
  *             bytes and worker CPU per turn early vs late, stored bytes per agent (history.ts)
  * Overhead per turn = turn wall time − model time − tool time, measured inside the worker.
+ * Each of peak, half and live also prints the worker's collections in its window
+ * (`gc_per_worker`): a latency tail that GC pauses do not account for is somewhere else.
  *
  * Every process of a run — the workers (spawned with this process's node), the peers (`node` on
  * PATH) — runs on the Node.js that runs the bench; each line names it. `npm run bench:turns:node24`
@@ -85,6 +87,7 @@ function pct(samples: number[], p: number): number {
 
 interface Worker {
   startCpu?: number;
+  startGc?: GcReading;
   start?: { commits: number; statements: number; allCommits: number };
   proc: ChildProcess;
   port: number;
@@ -102,6 +105,32 @@ async function scrapeMany<const N extends string>(port: number, names: readonly 
     if (m && m[1]! in sums) sums[m[1] as N] += Number(m[3]);
   }
   return sums;
+}
+
+/** The worker's collections by kind and their summed pause (prom-client's nodejs_gc_duration_seconds). */
+type GcReading = Record<string, { count: number; seconds: number }>;
+
+async function gcOf(port: number): Promise<GcReading> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out: GcReading = {};
+  for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{[^}]*kind="([a-z]+)"[^}]*\}\s+([0-9.eE+-]+)$/gm)) {
+    const kind = (out[m[2]!] ??= { count: 0, seconds: 0 });
+    if (m[1] === 'count') kind.count += Number(m[3]);
+    else kind.seconds += Number(m[3]);
+  }
+  return out;
+}
+
+/** Collections in a window, per worker on average: how many of each kind, and the pause they cost. */
+function gcWindow(readings: readonly { start: GcReading; end: GcReading }[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const { start, end } of readings) {
+    for (const [kind, e] of Object.entries(end)) {
+      out[kind] = (out[kind] ?? 0) + (e.count - (start[kind]?.count ?? 0)) / readings.length;
+      out[`${kind}_ms`] = (out[`${kind}_ms`] ?? 0) + ((e.seconds - (start[kind]?.seconds ?? 0)) * 1000) / readings.length;
+    }
+  }
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, +v.toFixed(1)]));
 }
 
 /** A process's resident set from /proc (what prom-client's process_resident_memory_bytes reads). */
@@ -396,6 +425,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
   await quiesce();
   for (const w of workers) {
     w.startCpu = await scrape(w.port, 'process_cpu_seconds_total');
+    w.startGc = await gcOf(w.port);
     w.start = { commits: await scrape(w.port, 'everdict_turn_commits_total'), statements: await scrape(w.port, 'everdict_journal_statements'), allCommits: await commitsOf(w.port) };
   }
   await pgCpu.take();
@@ -407,6 +437,7 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
   const commits = sum(await Promise.all(workers.map(async (w) => (await scrape(w.port, 'everdict_turn_commits_total')) - (w.start?.commits ?? 0))));
   const allCommits = sum(await Promise.all(workers.map(async (w) => (await commitsOf(w.port)) - (w.start?.allCommits ?? 0))));
   const statements = sum(await Promise.all(workers.map(async (w) => (await scrape(w.port, 'everdict_journal_statements')) - (w.start?.statements ?? 0))));
+  const gc = gcWindow(await Promise.all(workers.map(async (w) => ({ start: w.startGc ?? {}, end: await gcOf(w.port) }))));
   const cpuSeconds = (await Promise.all(workers.map(async (w) => (await scrape(w.port, 'process_cpu_seconds_total')) - (w.startCpu ?? 0)))).reduce((a, b) => a + b, 0);
   const { rows } = await env.store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM turn_checkpoints' });
   const checkpointed = (rows[0]?.n ?? 0) - warmup * (TURNS + 1);
@@ -439,6 +470,9 @@ async function runPhase(tag: string, mode: 'peak' | 'half' | 'live', peakTurnsPe
     rss_mb_max: Math.round(maxRss / 1048576),
     rss_mb_at_max_active: Math.round(rssAtMaxActive / 1048576),
     heap_used_mb_at_max_active: Math.round(heapAtMaxActive / 1048576),
+    // Per worker, in the measured window: collections by kind (minor, major, incremental,
+    // weakcb), and the summed pause of each kind (`<kind>_ms`).
+    gc_per_worker: gc,
   };
 }
 
