@@ -96,9 +96,14 @@ interface Worker {
   out: () => string;
 }
 
+/** One scrape of a worker's /metrics (each costs the worker a render of every metric). */
+async function metricsText(port: number): Promise<string> {
+  return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+}
+
 /** Sums of the named metrics in ONE scrape (every scrape costs the worker CPU it measures). */
 async function scrapeMany<const N extends string>(port: number, names: readonly N[]): Promise<Record<N, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsText(port);
   const sums = Object.fromEntries(names.map((n) => [n, 0])) as Record<N, number>;
   for (const line of text.split('\n')) {
     const m = /^([a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$/.exec(line);
@@ -111,7 +116,7 @@ async function scrapeMany<const N extends string>(port: number, names: readonly 
 type GcReading = Record<string, { count: number; seconds: number }>;
 
 async function gcOf(port: number): Promise<GcReading> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsText(port);
   const out: GcReading = {};
   for (const m of text.matchAll(/^nodejs_gc_duration_seconds_(count|sum)\{[^}]*kind="([a-z]+)"[^}]*\}\s+([0-9.eE+-]+)$/gm)) {
     const kind = (out[m[2]!] ??= { count: 0, seconds: 0 });
@@ -148,7 +153,7 @@ async function scrape(port: number, name: string): Promise<number> {
 }
 
 async function commitsOf(port: number): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await metricsText(port);
   const m = /^everdict_store_transactions_total\{[^}]*outcome="commit"[^}]*\}\s+([0-9.eE+-]+)$/m.exec(text);
   return m ? Number(m[1]) : 0;
 }
@@ -168,7 +173,7 @@ async function startWorker(dir: string, env: Record<string, string>, name: strin
   // semi-space), so these are also the memory budget. Five alternating pairs of full runs
   // against 32 / 96 MB: the same peak ratio to DBOS (2.18-2.46 against 2.30-2.81) and half-load
   // p99 (16-27 against 19-25 ms), for RSS at half load 157-164 against 199-202 MB and at 1,000
-  // live agents 191-194 against 224 MB (issue 4's goal: 200).
+  // live agents 186-200 (10 runs) against 224 MB (issue 4's goal: 200).
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '--max-semi-space-size=16 --initial-old-space-size=64 --max-old-space-size=256').split(' ').filter(Boolean);
   const proc = spawn(process.execPath, [...nodeArgs, ...entry], {
     cwd: REPO,
