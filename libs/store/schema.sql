@@ -4,6 +4,17 @@ CREATE TYPE public.inbox_disposition AS ENUM (
     'refused'
 );
 
+CREATE FUNCTION public.ev_expect_case_state(held boolean, case_id uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF held IS NOT TRUE THEN
+    RAISE EXCEPTION 'case % did not derive the expected state', case_id USING ERRCODE = 'EV001';
+  END IF;
+  RETURN true;
+END
+$$;
+
 CREATE FUNCTION public.ledger_refuse_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$

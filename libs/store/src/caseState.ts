@@ -8,7 +8,7 @@
  */
 import type { CaseState } from '@everdict/contracts';
 import { REFRESH_SET_MIN, lockCaseForState, lockCasesForState, refreshCaseState as refreshOne, refreshCaseStates as refreshSet } from './sql/caseState.js';
-import type { CaseStateChange, LockedCaseState } from './sql/caseState.js';
+import type { CaseStateChange, CaseStateOutcome, LockedCaseState } from './sql/caseState.js';
 import type { QueryResult, Sql } from './db.js';
 import type { LedgerHead } from './ledgerHash.js';
 import type { LedgerAppended, UnitOfWork } from './unitOfWork.js';
@@ -114,7 +114,7 @@ export async function refreshCaseStates(
   return out;
 }
 
-interface Derived {
+export interface Derived {
   readonly refresh: CaseStateRefresh;
   /** The `case_state` record to append; null when the state did not change. */
   readonly record: { kind: string; body: unknown } | null;
@@ -166,7 +166,7 @@ async function derive(
 }
 
 /** A derived row as a refresh, with the `case_state` record when the state changed (pure). */
-function changeOf(r: CaseStateChange, cause: CaseStateCause, head: LedgerHead): Derived {
+export function changeOf(r: CaseStateOutcome, cause: CaseStateCause, head: LedgerHead): Derived {
   const from = r.from_state as CaseState;
   const to = r.to_state as CaseState;
   const refresh = { from, to, reason: r.to_reason, appended: null, head };

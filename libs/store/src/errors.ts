@@ -61,6 +61,17 @@ export class PaperCorrupt extends EverdictError {
   }
 }
 
+/**
+ * A case's derivation did not give what its unit of work expected (SQLSTATE EV001, raised by
+ * ev_expect_case_state): the unit of work rolled back and nothing of it was written. Its
+ * writer does the work again without an expectation (groupCommit.ts).
+ */
+export class CaseStateUnexpected extends EverdictError {
+  constructor(cause: unknown) {
+    super('case_state_unexpected', 'a case did not derive the state its unit of work expected', { cause });
+  }
+}
+
 export class MigrationError extends EverdictError {
   constructor(message: string, details: Record<string, unknown> = {}) {
     super('migration_failed', message, { details });
@@ -89,6 +100,7 @@ export function translateDbError(err: unknown): unknown {
   if (code === '23514' || code === '23503' || code === '23502') return new ConstraintViolation(e.constraint, err);
   if (code === '40001' || code === '40P01') return new TransactionConflict(err);
   if (code === '22021' || code === '22P05') return new InvalidText(err);
+  if (code === 'EV001') return new CaseStateUnexpected(err);
   // jsonb's answer to a lone surrogate escape (22P02 also means other bad input: only this one).
   if (code === '22P02' && err instanceof Error && /type json/.test(err.message)) return new InvalidText(err);
   if (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return new DatabaseUnavailable(err);

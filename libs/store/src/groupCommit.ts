@@ -28,18 +28,23 @@
  * Writes that move the case (`caseCause`: a task's finish) are group-committed with each other
  * in a unit of work that re-derives each part's case state after the statement, so the state
  * is written in the same transaction as the transition that changed it (seed 004 §11.1); the
- * other writes never wait on those refreshes.
+ * other writes never wait on those refreshes. Such a batch is sent with the case states it is
+ * expected to derive, in one round trip, once its kind of write derived the same twice running
+ * (expectations, below); a derivation that gives anything else rolls it back whole.
  */
-import { isEverdictError } from '@everdict/contracts';
-import { derivationStatements, derivedRows, refreshCaseState, refreshCaseStates } from './caseState.js';
-import type { CaseStateCause } from './caseState.js';
+import { isEverdictError, newId } from '@everdict/contracts';
+import { changeOf, derivationStatements, derivedRows, refreshCaseState, refreshCaseStates } from './caseState.js';
+import type { CaseStateCause, CaseStateRefresh } from './caseState.js';
 import type { Sql } from './db.js';
 import { StaleFence } from './errors.js';
 import { StoredBlocks } from './history.js';
 import { journalItem, turnWritten, withRecordId, writeTurn, writeTurnAlone } from './journal.js';
 import type { TurnWrite, TurnWritten } from './journal.js';
+import { chainNext } from './ledgerHash.js';
 import type { LedgerHead } from './ledgerHash.js';
-import type { CaseStateChange } from './sql/caseState.js';
+import { REFRESH_SET_MIN, refreshCaseStateExpecting } from './sql/caseState.js';
+import type { CaseStateChange, CaseStateOutcome } from './sql/caseState.js';
+import { appendLedgerRecords } from './sql/ledger.js';
 import { writeJournals } from './sql/journal.js';
 import type { JournalWriteItem, JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
@@ -57,6 +62,13 @@ export interface CommitterWriteOptions {
    * group-committed with each other in a unit of work, never deferred. Default: none.
    */
   readonly caseCause?: CaseStateCause;
+  /**
+   * With caseCause: what kind of write this is for the case state it leads to (e.g. a root
+   * task's finish). The committer learns what each kind's writes derived; once two in a row
+   * derived the same, the next ones of that kind send their `case_state` record with their
+   * derivation, which checks it (expectations, below). Default: none (derived first, always).
+   */
+  readonly expectKey?: string;
 }
 
 /**
@@ -90,6 +102,7 @@ interface Pending {
   /** sync: a statement of its own; deferred: `synchronous_commit = off`; moving: with its case state. */
   readonly kind: BatchKind;
   readonly cause: CaseStateCause | null;
+  readonly expectKey: string | null;
   resolve(r: TurnWritten): void;
   reject(err: unknown): void;
 }
@@ -102,9 +115,13 @@ export class JournalCommitter {
   private readonly concurrency: number;
   /** Content-keyed blocks (request tails, spans) its committed statements carried: not carried again. */
   private readonly stored = new StoredBlocks();
+  /** What each kind of moving write (expectKey) derived last, and how many times running. */
+  private readonly learned = new Map<string, { outcome: CaseStateOutcome; times: number }>();
   /** Statements written outside a unit of work and the task writes of every statement (for the benchmark and metrics). */
   statements = 0;
   writes = 0;
+  /** Moving batches sent with the case states they expected: met (one round trip), unmet (rolled back, derived first). */
+  readonly expectations = { met: 0, unmet: 0 };
 
   constructor(
     private readonly store: Store,
@@ -123,7 +140,7 @@ export class JournalCommitter {
     const deferred = opts.deferDurability === true && cause === null && w.ledger === null && (w.outbox ?? []).length === 0 && (w.transition ?? null) === null;
     const kind: BatchKind = cause !== null ? 'moving' : deferred ? 'deferred' : 'sync';
     return new Promise<TurnWritten>((resolve, reject) => {
-      this.queue.push({ token, caseId, w, head, kind, cause, resolve, reject });
+      this.queue.push({ token, caseId, w, head, kind, cause, expectKey: cause === null ? null : (opts.expectKey ?? null), resolve, reject });
       this.kick();
     });
   }
@@ -217,20 +234,39 @@ export class JournalCommitter {
    * head is then that record.
    *
    * The derivations go in one round trip with the statement (and its BEGIN), and the
-   * `case_state` records with the COMMIT: a finish then costs one round trip more than a plain
-   * turn's write, not four. The derivations are run for every part's case before the
+   * `case_state` records with the COMMIT: two round trips, not four; one when expected (asExpected). The derivations are run for every part's case before the
    * statement's rows are seen, which is right only when every part was written; if one was not
    * (a stale fence, a ledger head that moved), the unit of work is rolled back and run again the
    * long way, where only the applied parts are derived.
    */
   private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: readonly string[], written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
+    const expected = this.expected(batch);
+    if (expected !== null) {
+      const met = await this.store
+        .unitOfWork((uow) => this.asExpected(uow, statement, batch, items, enqueues, written, expected))
+        .catch((err: unknown) => {
+          if (isEverdictError(err, 'case_state_unexpected')) return null;
+          throw err;
+        });
+      if (met !== null) {
+        this.expectations.met++;
+        return met;
+      }
+      this.expectations.unmet++;
+      written.clear();
+    }
     const caseIds = [...new Set(batch.map((p) => p.caseId))].sort();
     const optimistic = await this.store
       .unitOfWork(async (uow) => {
         const [head, ...derivations] = await uow.queryMany([statement, ...derivationStatements(caseIds)]);
         const rows = head!.rows as JournalWriteResult[];
         if (rows.length !== batch.length || !rows.every((r) => r.fenced && r.applied)) throw new NotEveryPartWritten();
-        return this.caseStates(uow, rows, batch, items, enqueues, written, derivedRows(derivations));
+        const derived = derivedRows(derivations);
+        for (const p of batch) {
+          const row = derived.get(p.caseId);
+          if (p.expectKey !== null && row !== undefined) this.learn(p.expectKey, row);
+        }
+        return this.caseStates(uow, rows, batch, items, enqueues, written, derived);
       })
       .catch((err: unknown) => {
         if (err instanceof NotEveryPartWritten) return null;
@@ -239,6 +275,84 @@ export class JournalCommitter {
     if (optimistic !== null) return optimistic;
     written.clear();
     return this.store.unitOfWork(async (uow) => this.caseStates(uow, (await uow.query<JournalWriteResult>(statement)).rows, batch, items, enqueues, written));
+  }
+
+  /**
+   * Expectations. A finish's `case_state` record is chained and hashed here, so without one the
+   * record can only be sent once its derivation answered: a round trip more than a plain turn's
+   * write, in the unit of work that holds the case's locks. What a kind of finish (expectKey)
+   * derives is mostly what the same kind derived before (a root's finish leaves its case waiting
+   * to tell the customer, a child's leaves it running). Once two finishes of a kind in a row
+   * derived the same, a batch of such finishes is sent as ONE pipeline — the statement, each
+   * case's derivation told what to expect (refreshCaseStateExpecting), the records built from
+   * that expectation, COMMIT. A derivation that gives anything else, or that finds its case's
+   * ledger head not at the part's own record (a part not written), fails its statement: the
+   * unit of work rolls back whole and the batch is done again the long way, which learns what it
+   * derived. A record is therefore only ever committed with the derivation it states.
+   */
+  private expected(batch: readonly Pending[]): CaseStateOutcome[] | null {
+    // A large batch derives its cases in one set statement (REFRESH_SET_MIN), cheaper than the
+    // one-case statements an expectation is checked by.
+    if (batch.length >= REFRESH_SET_MIN) return null;
+    const out: CaseStateOutcome[] = [];
+    for (const p of batch) {
+      const known = p.expectKey === null ? undefined : this.learned.get(p.expectKey);
+      if (known === undefined || known.times < 2 || p.w.ledger === null) return null;
+      out.push(known.outcome);
+    }
+    return out;
+  }
+
+  private learn(key: string, row: CaseStateChange): void {
+    const outcome: CaseStateOutcome = { from_state: row.from_state, to_state: row.to_state, from_reason: row.from_reason, to_reason: row.to_reason, why: row.why, changed: row.changed };
+    const known = this.learned.get(key);
+    const same = known !== undefined && sameOutcome(known.outcome, outcome);
+    // Keys are kinds of finish and park (a small closed set); the bound only guards a caller that misuses them.
+    if (!same && this.learned.size >= MAX_LEARNED) this.learned.clear();
+    this.learned.set(key, { outcome, times: same ? known.times + 1 : 1 });
+  }
+
+  /** The batch as expected, in one round trip (see expected); fails with CaseStateUnexpected where it is not. */
+  private async asExpected(
+    uow: UnitOfWork,
+    statement: Sql,
+    batch: readonly Pending[],
+    items: readonly JournalWriteItem[],
+    enqueues: readonly string[],
+    written: Map<number, TurnWritten>,
+    expected: readonly CaseStateOutcome[],
+  ): Promise<JournalWriteResult[]> {
+    if (enqueues.length > 0) uow.outboxWritten(enqueues);
+    const createdAt = new Date().toISOString();
+    const refreshes: CaseStateRefresh[] = [];
+    const checks: Sql[] = [];
+    const records: Parameters<typeof appendLedgerRecords>[0][number][] = [];
+    for (const [idx, p] of batch.entries()) {
+      // The part's own record is the head its case_state record chains on.
+      const own = items[idx]!.ledger!;
+      const head = { seq: own.seq, hash: own.hash };
+      checks.push(refreshCaseStateExpecting(p.caseId, expected[idx]!, head));
+      const { refresh, record } = changeOf(expected[idx]!, p.cause!, head);
+      if (record === null) {
+        refreshes.push(refresh);
+        continue;
+      }
+      const chained = chainNext(p.caseId, head, { recordId: newId(), kind: record.kind, body: record.body }, createdAt);
+      records.push({ caseId: p.caseId, ...chained });
+      const appended = { recordId: chained.recordId, seq: chained.seq, hash: chained.hash };
+      refreshes.push({ ...refresh, appended, head: { seq: chained.seq, hash: chained.hash } });
+    }
+    const [head, ...rest] = await uow.commitWith([statement, ...checks, ...(records.length > 0 ? [appendLedgerRecords(records, 'strict')] : [])]);
+    const rows = head!.rows as JournalWriteResult[];
+    // Every derivation found its case's head at the part's own record: every part was written.
+    if (rows.length !== batch.length || !rows.every((r) => r.fenced && r.applied)) throw new Error('an expected moving batch committed with a part not written');
+    if (records.length > 0) {
+      const moved = new Set((rest.at(-1)!.rows as { record_id: string; moved: boolean }[]).filter((r) => r.moved).map((r) => r.record_id));
+      const stuck = records.find((r) => !moved.has(r.recordId));
+      if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
+    }
+    for (const r of rows) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), refreshes[r.idx]));
+    return rows;
   }
 
   /** The case states of a moving batch's applied parts, in its unit of work after the statement. */
@@ -268,3 +382,18 @@ export class JournalCommitter {
 
 /** A moving batch's optimistic unit of work found a part unwritten: it is rolled back and redone. */
 class NotEveryPartWritten extends Error {}
+
+/** The most kinds of moving write a committer remembers (expectations). */
+const MAX_LEARNED = 256;
+
+function sameOutcome(a: CaseStateOutcome, b: CaseStateOutcome): boolean {
+  return (
+    a.from_state === b.from_state &&
+    a.to_state === b.to_state &&
+    a.from_reason === b.from_reason &&
+    a.to_reason === b.to_reason &&
+    a.changed === b.changed &&
+    a.why.length === b.why.length &&
+    a.why.every((w, i) => w === b.why[i])
+  );
+}

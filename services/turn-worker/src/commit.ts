@@ -66,6 +66,13 @@ function caseCause(t: Transition, taskId: string): CaseStateCause | null {
 }
 
 /**
+ * The kind of a case-moving write, as the group committer learns what each kind derives
+ * (JournalCommitter's expectations): its cause, and whether the task is its case's root — a
+ * root's finish decides the case, a child's leaves it to its parent.
+ */
+const expectKey = (cause: CaseStateCause, task: TaskRow): string => `${cause.cause}:${task.parent_id === null ? 'root' : 'child'}`;
+
+/**
  * Executes the write, then re-derives the case state in the same unit of work when the
  * transition may change it; returns the ledger head after both (the `case_state` record, if one
  * was appended, is the newest).
@@ -142,7 +149,7 @@ export async function commitTurn(env: TurnEnv, tr: TaskRun, p: Produced): Promis
     // statement; a finish's part is committed with its case state (caseCause).
     commit = turnWrite({ subject, transition: first, product: product({ run: next, host }) });
     const cause = caseCause(first, task.id);
-    const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead, cause === null ? {} : { caseCause: cause });
+    const done = await env.committer.write(token, caseId, commit.write, tr.ledgerHead, cause === null ? {} : { caseCause: cause, expectKey: expectKey(cause, task) });
     tr.ledgerHead = done.head;
     const stop = commit.transition.kind === 'continue' && done.cancelRequested === 'soft' ? decide('soft', 0) : null;
     if (stop !== null && isPark(stop)) {

@@ -35,8 +35,8 @@ export interface TurnMetrics {
   swept(kind: 'expired_lease' | 'woken', n: number): void;
   /** One model call on `route`: its duration, outcome class and (when the provider said) tokens. */
   modelCall(route: string, outcome: ModelCallOutcome, seconds: number, usage: ModelUsage | null): void;
-  /** Registers the group committer's counters (statements written, task writes carried). */
-  committer(c: { statements: number; writes: number }): void;
+  /** Registers the group committer's counters (statements written, task writes carried, case-state expectations). */
+  committer(c: { statements: number; writes: number; expectations: { met: number; unmet: number } }): void;
   /** Raw overhead samples for the benchmark (kept only when enabled). */
   readonly samples: number[] | null;
 }
@@ -97,6 +97,16 @@ export function turnMetrics(registry: Registry, opts: { keepSamples?: boolean } 
     committer(c) {
       new Gauge({ name: 'everdict_journal_statements', help: 'Group-commit statements this process has written (each carries the writes of one or more tasks).', registers, collect() { this.set(c.statements); } });
       new Gauge({ name: 'everdict_journal_writes', help: 'Task journal writes carried by group-commit statements.', registers, collect() { this.set(c.writes); } });
+      new Gauge({
+        name: 'everdict_case_state_expectations',
+        help: 'Batches of finishes the group committer sent with the case states it expected, by outcome: met (one round trip) or unmet (rolled back and derived first).',
+        labelNames: ['outcome'],
+        registers,
+        collect() {
+          this.set({ outcome: 'met' }, c.expectations.met);
+          this.set({ outcome: 'unmet' }, c.expectations.unmet);
+        },
+      });
     },
   };
 }

@@ -160,9 +160,36 @@ function derivation(id: string): string {
 
 /** The refresh of one case: its row says what it was, what it is now and whether it changed. */
 export function refreshCaseState(caseId: string): Sql {
+  return { name: 'ev_refresh_case_state', text: refreshOneText(''), values: [caseId] };
+}
+
+/** What a refresh of a case answers, without the case: what an expecting refresh is told to expect. */
+export type CaseStateOutcome = Omit<CaseStateChange, 'case_id'>;
+
+/**
+ * refreshCaseState that also checks what it derives against `expected`, and the case's ledger
+ * head against `head` (the record the unit of work wrote before it: a part that was not written
+ * leaves the head elsewhere). Either not holding fails the statement with SQLSTATE EV001
+ * (ev_expect_case_state, migration 0028), which rolls its unit of work back — so a record
+ * chained on the expectation, sent after this statement in the same unit of work, commits only
+ * when the derivation gave exactly what the record says.
+ */
+export function refreshCaseStateExpecting(caseId: string, expected: CaseStateOutcome, head: { seq: number; hash: string }): Sql {
+  const check = `, ev_expect_case_state(
+                    (c.state, r.state, c.state_reason, r.reason, r.why, EXISTS (SELECT 1 FROM u))
+                      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text, $6::text[], $7::boolean)
+                    AND EXISTS (SELECT 1 FROM ledger_heads h WHERE h.case_id = $1::uuid AND h.seq = $8::bigint AND h.hash = $9::text),
+                    $1::uuid) AS expected`;
   return {
-    name: 'ev_refresh_case_state',
-    text: `WITH ${derivation('$1::uuid')},
+    name: 'ev_refresh_case_state_expecting',
+    text: refreshOneText(check),
+    values: [caseId, expected.from_state, expected.to_state, expected.from_reason, expected.to_reason, [...expected.why], expected.changed, head.seq, head.hash],
+  };
+}
+
+/** The one-case refresh statement, with `extra` appended to what it returns. */
+function refreshOneText(extra: string): string {
+  return `WITH ${derivation('$1::uuid')},
            u AS (
              UPDATE cases SET state = r.state, state_reason = r.reason,
                               state_since = CASE WHEN cases.state = r.state THEN cases.state_since ELSE now() END,
@@ -172,10 +199,8 @@ export function refreshCaseState(caseId: string): Sql {
           RETURNING cases.id
            )
            SELECT c.id AS case_id, c.state AS from_state, r.state AS to_state, c.state_reason AS from_reason, r.reason AS to_reason, r.why,
-                  EXISTS (SELECT 1 FROM u) AS changed
-             FROM c, r`,
-    values: [caseId],
-  };
+                  EXISTS (SELECT 1 FROM u) AS changed${extra}
+             FROM c, r`;
 }
 
 /**
