@@ -114,7 +114,7 @@ function expectPromtoolOk(args: string[], input?: string): void {
 function serviceMetrics(service: EverdictService): ReturnType<typeof createMetrics> {
   const metrics = createMetrics({ service });
   if (service === 'intake') intakeMetrics(metrics);
-  if (service === 'turn-worker') turnMetrics(metrics.registry).committer({ statements: 0, writes: 0 });
+  if (service === 'turn-worker') turnMetrics(metrics.registry).committer({ statements: 0, writes: 0, expectations: { met: 0, unmet: 0 } });
   if (service === 'reconciler') reconcilerMetrics(metrics.registry);
   return metrics;
 }
