@@ -48,6 +48,7 @@ import { appendLedgerRecords } from './sql/ledger.js';
 import { writeJournals } from './sql/journal.js';
 import type { JournalWriteItem, JournalWriteResult } from './sql/journal.js';
 import type { Store } from './store.js';
+import { assertStrictAppend } from './unitOfWork.js';
 import type { FenceToken, UnitOfWork } from './unitOfWork.js';
 
 export interface CommitterWriteOptions {
@@ -234,10 +235,11 @@ export class JournalCommitter {
    * head is then that record.
    *
    * The derivations go in one round trip with the statement (and its BEGIN), and the
-   * `case_state` records with the COMMIT: two round trips, not four; one when expected (asExpected). The derivations are run for every part's case before the
-   * statement's rows are seen, which is right only when every part was written; if one was not
-   * (a stale fence, a ledger head that moved), the unit of work is rolled back and run again the
-   * long way, where only the applied parts are derived.
+   * `case_state` records with the COMMIT: two round trips, not four (one when expected:
+   * asExpected). The derivations are run for every part's case before the statement's rows are
+   * seen, which is right only when every part was written; if one was not (a stale fence, a
+   * ledger head that moved), the unit of work is rolled back and run again the long way, where
+   * only the applied parts are derived.
    */
   private async moving(statement: Sql, batch: readonly Pending[], items: readonly JournalWriteItem[], enqueues: readonly string[], written: Map<number, TurnWritten>): Promise<JournalWriteResult[]> {
     const expected = this.expected(batch);
@@ -307,7 +309,7 @@ export class JournalCommitter {
     const outcome: CaseStateOutcome = { from_state: row.from_state, to_state: row.to_state, from_reason: row.from_reason, to_reason: row.to_reason, why: row.why, changed: row.changed };
     const known = this.learned.get(key);
     const same = known !== undefined && sameOutcome(known.outcome, outcome);
-    // Keys are kinds of finish and park (a small closed set); the bound only guards a caller that misuses them.
+    // Keys are kinds of finish (a small closed set); the bound only guards a caller that misuses them.
     if (!same && this.learned.size >= MAX_LEARNED) this.learned.clear();
     this.learned.set(key, { outcome, times: same ? known.times + 1 : 1 });
   }
@@ -346,11 +348,7 @@ export class JournalCommitter {
     const rows = head!.rows as JournalWriteResult[];
     // Every derivation found its case's head at the part's own record: every part was written.
     if (rows.length !== batch.length || !rows.every((r) => r.fenced && r.applied)) throw new Error('an expected moving batch committed with a part not written');
-    if (records.length > 0) {
-      const moved = new Set((rest.at(-1)!.rows as { record_id: string; moved: boolean }[]).filter((r) => r.moved).map((r) => r.record_id));
-      const stuck = records.find((r) => !moved.has(r.recordId));
-      if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
-    }
+    if (records.length > 0) assertStrictAppend(records, rest.at(-1)!);
     for (const r of rows) written.set(r.idx, withCaseState(turnWritten(r, items[r.idx]!), refreshes[r.idx]));
     return rows;
   }

@@ -246,11 +246,7 @@ export class UnitOfWork {
     if (items.length === 0) return [];
     const records = items.map((i, n) => ({ caseId: i.caseId, ...chained[n]! }));
     if (opts.commit === true) {
-      const rows = (await this.commitWith([appendLedgerRecords(records, 'strict')]))[0]!.rows as { record_id: string; moved: boolean }[];
-      // The strict insert failed on any conflict; a record in and its head not moved is a broken chain.
-      const moved = new Map(rows.map((r) => [r.record_id, r.moved]));
-      const stuck = chained.find((r) => moved.get(r.recordId) !== true);
-      if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
+      assertStrictAppend(chained, (await this.commitWith([appendLedgerRecords(records, 'strict')]))[0]!);
       return chained.map((r) => ({ recordId: r.recordId, seq: r.seq, hash: r.hash }));
     }
     const rows = (await this.tx.query<{ record_id: string; moved: boolean }>(appendLedgerRecords(records))).rows;
@@ -290,4 +286,14 @@ export class UnitOfWork {
     await this.tx.query(insertTask({ ...t, id, parentId: t.parentId ?? null }));
     return id;
   }
+}
+
+/**
+ * The answer of a strict appendLedgerRecords sent with its COMMIT: the insert failed on any
+ * conflict, so a record in whose head did not move is a broken chain — refused loudly.
+ */
+export function assertStrictAppend(chained: readonly { recordId: string; seq: number }[], result: QueryResult<unknown>): void {
+  const moved = new Map((result.rows as { record_id: string; moved: boolean }[]).map((r) => [r.record_id, r.moved]));
+  const stuck = chained.find((r) => moved.get(r.recordId) !== true);
+  if (stuck !== undefined) throw new Error(`ledger head is ahead of its chain at seq ${stuck.seq} (record ${stuck.recordId})`);
 }

@@ -5,25 +5,18 @@
  * node-postgres' `Client.query`, a seam, not the thing under test.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from '@everdict/testkit';
-import { createPgDb } from '../src/pg.js';
-import { migrate } from '../src/migrate.js';
-import { Store } from '../src/store.js';
+import type { Store } from '../src/store.js';
 import { claimTask, claimTasksAhead } from '../src/tasks.js';
 import type { Db } from '../src/db.js';
-import { roundTrips, seedCase } from './helpers.js';
+import { oneConnectionStore, roundTrips, seedCase } from './helpers.js';
 
 describe("a batch's claims at COMMIT", () => {
   let db: Db;
   let store: Store;
   let drop: () => Promise<void>;
   beforeAll(async () => {
-    const info = await freshDatabase('claim commit');
-    drop = info.drop;
     // One connection: the measured unit of work runs where the warm-up parsed its statements.
-    db = createPgDb(info.url, { max: 1 });
-    await migrate(db);
-    store = new Store(db);
+    ({ db, store, drop } = await oneConnectionStore('claim commit'));
   });
   afterAll(async () => {
     await db.close();

@@ -7,44 +7,25 @@
  * `Client.query`, a seam, not the thing under test.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from '@everdict/testkit';
-import { createPgDb } from '../src/pg.js';
-import { migrate } from '../src/migrate.js';
-import { Store } from '../src/store.js';
+import type { Store } from '../src/store.js';
 import { JournalCommitter } from '../src/groupCommit.js';
-import type { TurnWrite } from '../src/journal.js';
 import { refreshCaseStateExpecting } from '../src/sql/caseState.js';
 import type { CaseStateOutcome } from '../src/sql/caseState.js';
 import { claimTask } from '../src/tasks.js';
 import type { Db } from '../src/db.js';
-import { roundTrips, seedCase } from './helpers.js';
+import { finishWrite, oneConnectionStore, roundTrips, seedCase } from './helpers.js';
 
 describe('finishes sent with the case state they expect', () => {
   let db: Db;
   let store: Store;
   let drop: () => Promise<void>;
   beforeAll(async () => {
-    const info = await freshDatabase('finish expectation');
-    drop = info.drop;
-    // One connection: a measured unit of work runs where the ones before parsed its statements.
-    db = createPgDb(info.url, { max: 1 });
-    await migrate(db);
-    store = new Store(db);
+    ({ db, store, drop } = await oneConnectionStore('finish expectation'));
   });
   afterAll(async () => {
     await db.close();
     await drop();
   });
-
-  /** A task's finish: its turn record and `done`, nothing else. */
-  const finish: TurnWrite = {
-    papers: [],
-    completions: [],
-    intents: [],
-    checkpoint: null,
-    ledger: { kind: 'turn', body: { outcome: 'done' } },
-    transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
-  };
 
   /** A case whose root task is claimed: its token and its ledger head after the claim. */
   async function claimedCase() {
@@ -61,7 +42,7 @@ describe('finishes sent with the case state they expect', () => {
   /** Finishes a claimed case's root through `committer` as a root's finish; counts its round trips. */
   async function finishRoot(committer: JournalCommitter) {
     const c = await claimedCase();
-    const { value, trips } = await roundTrips(() => committer.write(c.token, c.caseId, finish, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' }));
+    const { value, trips } = await roundTrips(() => committer.write(c.token, c.caseId, finishWrite, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' }));
     return { c, written: value, trips };
   }
 
@@ -85,7 +66,7 @@ describe('finishes sent with the case state they expect', () => {
     const rows = await store.readLedger(c.caseId);
     expect(rows.map((r) => r.kind)).toEqual(['case_state', 'turn', 'case_state']);
     const derived = (await store.readLedger(learning[0]!.c.caseId)).at(-1)!;
-    // The same record the long way wrote for the same kind of finish, but its own task.
+    // The same record the long way wrote for the same kind of finishWrite, but its own task.
     expect(rows.at(-1)!.body).toEqual({ ...(derived.body as object), taskId: c.taskId });
     expect(rows.at(-1)!.body).toMatchObject({ from: 'running', to: 'parked', reason: 'telling_customer', cause: 'task_done' });
     expect(written.head).toEqual({ seq: rows.at(-1)!.seq, hash: rows.at(-1)!.hash });
@@ -100,7 +81,7 @@ describe('finishes sent with the case state they expect', () => {
     // The customer closed this case meanwhile: its derivation gives `closed`, not what the kind led to.
     const c = await claimedCase();
     await db.query({ text: 'UPDATE cases SET closed_at = now() WHERE id = $1::uuid', values: [c.caseId] });
-    const written = await committer.write(c.token, c.caseId, finish, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' });
+    const written = await committer.write(c.token, c.caseId, finishWrite, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' });
     expect(committer.expectations).toEqual({ met: 0, unmet: 1 });
 
     const rows = await store.readLedger(c.caseId);
@@ -128,7 +109,7 @@ describe('finishes sent with the case state they expect', () => {
     const stale = cases[1]!;
     await db.query({ text: 'UPDATE tasks SET fence_epoch = fence_epoch + 1 WHERE id = $1::uuid', values: [stale.taskId] });
     // Written in the same tick: one batch, sent as expected.
-    const outcomes = await Promise.allSettled(cases.map((c) => committer.write(c.token, c.caseId, finish, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' })));
+    const outcomes = await Promise.allSettled(cases.map((c) => committer.write(c.token, c.caseId, finishWrite, c.head, { caseCause: { cause: 'task_done', taskId: c.taskId }, expectKey: 'task_done:root' })));
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'stale_fence' });
     expect(committer.expectations).toEqual({ met: 0, unmet: 1 });

@@ -6,6 +6,7 @@ import { migrate } from '../src/migrate.js';
 import { Store } from '../src/store.js';
 import type { StoreMetrics } from '../src/metrics.js';
 import type { Db, Queryable, Sql } from '../src/db.js';
+import type { TurnWrite } from '../src/journal.js';
 
 export interface TestStore {
   store: Store;
@@ -23,6 +24,28 @@ export async function testStore(label: string, poolMax = 10): Promise<TestStore>
   const metrics: StoreMetrics = { staleFence: (op) => staleFences.push(op), transaction: () => {} };
   return { store: new Store(db, { metrics }), url: dbInfo.url, staleFences, close: () => db.close() };
 }
+
+/**
+ * A migrated store on its own database over ONE connection: a unit of work runs on the
+ * connection the ones before it used (their statements parsed there), so round trips can be
+ * counted. `drop` removes the database once the store is closed.
+ */
+export async function oneConnectionStore(label: string): Promise<{ db: Db; store: Store; drop(): Promise<void> }> {
+  const info = await freshDatabase(label);
+  const db = createPgDb(info.url, { max: 1 });
+  await migrate(db);
+  return { db, store: new Store(db), drop: info.drop };
+}
+
+/** A task's finish: its turn record and `done`, nothing else. */
+export const finishWrite: TurnWrite = {
+  papers: [],
+  completions: [],
+  intents: [],
+  checkpoint: null,
+  ledger: { kind: 'turn', body: { outcome: 'done' } },
+  transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
+};
 
 export async function seedCase(store: Store, originKey = `origin-${Math.random()}`): Promise<{ caseId: string; taskId: string }> {
   return store.unitOfWork(async (uow) => {

@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '@everdict/contracts';
 import { JournalCommitter } from '../src/groupCommit.js';
-import type { TurnWrite } from '../src/journal.js';
 import type { Store } from '../src/store.js';
 import type { UnitOfWork } from '../src/unitOfWork.js';
 import { refreshCaseStates } from '../src/caseState.js';
 import { REFRESH_SET_MIN } from '../src/sql/caseState.js';
 import { claimTask } from '../src/tasks.js';
-import { seedCase, testStore } from './helpers.js';
+import { finishWrite, seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
 
 describe('ledger', () => {
@@ -40,16 +39,6 @@ describe('ledger', () => {
     const heads = await Promise.all(seeded.map(async (s) => (await t.store.readLedger(s.caseId)).at(-1)!));
     return { seeded, tokens, heads };
   }
-
-  /** A task's finish: its turn record and `done`, nothing else. */
-  const finish: TurnWrite = {
-    papers: [],
-    completions: [],
-    intents: [],
-    checkpoint: null,
-    ledger: { kind: 'turn', body: { outcome: 'done' } },
-    transition: { state: 'done', parkReason: null, parkDetail: null, wakeAfterMs: null },
-  };
 
   it('an untouched chain verifies', async () => {
     const caseId = await chain(12);
@@ -180,7 +169,7 @@ describe('ledger', () => {
     const committer = new JournalCommitter(t.store);
     // Written in the same tick: one statement for both finishes, in one unit of work.
     const written = await Promise.all(
-      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
+      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finishWrite, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
     );
     expect(committer.writes).toBe(2);
     for (const [i, s] of seeded.entries()) {
@@ -199,12 +188,12 @@ describe('ledger', () => {
     const { seeded, tokens, heads } = await claimed(3);
     const stale = seeded[1]!;
     // Another worker took the task over; and its case row holds a state its records do not give,
-    // so a derivation of that case would move it (and, without its finish, record nothing).
+    // so a derivation of that case would move it (and, without its finishWrite, record nothing).
     await t.store.db.query({ text: 'UPDATE tasks SET fence_epoch = fence_epoch + 1 WHERE id = $1::uuid', values: [stale.taskId] });
     await t.store.db.query({ text: "UPDATE cases SET state = 'opened', state_reason = NULL WHERE id = $1::uuid", values: [stale.caseId] });
     const committer = new JournalCommitter(t.store);
     const outcomes = await Promise.allSettled(
-      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finish, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
+      seeded.map((s, i) => committer.write(tokens[i]!, s.caseId, finishWrite, { seq: heads[i]!.seq, hash: heads[i]!.hash }, { caseCause: { cause: 'task_finished', taskId: s.taskId } })),
     );
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect((outcomes[1] as PromiseRejectedResult).reason).toMatchObject({ code: 'stale_fence' });
