@@ -14,8 +14,11 @@
  *
  * Outcomes:
  * - new message: the handler runs inside the unit of work; ack after COMMIT.
- * - same id + same payload hash (a redelivery): the prior disposition stands, the handler is NOT
- *   called, ack, counted as a duplicate.
+ * - same id + same payload hash (a redelivery): the prior disposition stands, nothing the
+ *   handler would write is written, ack, counted as a duplicate. A delivery taken in a batch
+ *   finds its row before any handler runs; one consumed alone has its row carried by the
+ *   handler's first statement (Store.unitOfWorkOnInbox), so its handler runs up to that
+ *   statement, which fails with the row.
  * - same id + different hash: refused — recorded in dead_letters, dead-lettered, counted; the
  *   first disposition and its effects stand.
  * - undecodable (oversized, malformed JSON, invalid envelope/payload, unknown type or version,
@@ -66,8 +69,8 @@ import type { Delivery, Settlement, Subscription, Transport } from './transport.
 
 /**
  * A handler's refusal of a message its persisted-assignment check failed (§4): the handler has
- * written nothing. The inbox row is recorded 'refused' (a redelivery is a duplicate, never run
- * again) together with the dead_letters row, in the delivery's unit of work; then the delivery
+ * written nothing. The inbox row is recorded 'refused' (a redelivery is a duplicate, never
+ * recorded again) together with the dead_letters row, in the delivery's unit of work; then the delivery
  * is dead-lettered and counted as `assignment_refused`.
  */
 export interface Refused {
@@ -99,7 +102,9 @@ export interface HandlerContext {
 /**
  * A message handler: runs inside the delivery's unit of work. Everything it writes — state,
  * ledger, outbox rows — commits together with the inbox row or not at all. It must not publish
- * or call anything external: outgoing messages go through `uow.enqueue`.
+ * or call anything external: outgoing messages go through `uow.enqueue`. Before its first
+ * statement it may only read its envelope: a duplicate consumed alone runs it that far, and the
+ * first statement (which carries the inbox row) is where the duplicate stops.
  */
 export type MessageHandler<E extends AnyEnvelope = AnyEnvelope> = (envelope: E, uow: UnitOfWork, ctx: HandlerContext) => Promise<HandlerOutcome>;
 
@@ -369,8 +374,9 @@ export class InboxConsumer {
     let result: UnitResult;
     if (this.opts.unsafeSkipInbox) result = await this.opts.store.unitOfWork(work);
     else {
-      // The inbox row is the unit of work's first statement: a concurrent redelivery blocks on
-      // its key until we commit, then settles as a duplicate without running the handler.
+      // The inbox row rides with the handler's first statement (or goes alone ahead of it): a
+      // concurrent redelivery waits for us to commit, then settles as a duplicate, its
+      // statement failing with nothing written.
       const done = await this.opts.store.unitOfWorkOnInbox({ consumer: service, messageId: env.id, payloadHash: env.payloadHash, type: env.type, disposition: 'applied' }, work);
       if (done.kind !== 'new') return done;
       result = done.value;

@@ -3,7 +3,7 @@
  *
  * - `Transport`: RabbitMQ (`connectAmqp`) or in-process (`InProcessTransport`), same contract.
  * - `InboxConsumer`: size limit → decode → inbox row + handler state change + outbox rows in one
- *   unit of work → COMMIT → ack; duplicates acked without the handler, refusals dead-lettered.
+ *   unit of work → COMMIT → ack; duplicates acked with nothing written, refusals dead-lettered.
  * - `OutboxRelay`: publishes committed outbox rows with many confirms in flight, marks them
  *   published only after the confirm, woken after each commit that enqueued (outboxWake.ts).
  * - Topology: `rabbitmq/definitions.json`, loaded and asserted identically at start.

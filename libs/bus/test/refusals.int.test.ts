@@ -37,8 +37,10 @@ describe('edge refusals through RabbitMQ', () => {
       metrics,
       onRefusal: async (r) => void hooked.push(r.reason),
       handlers: handlersFor(fx.topology, 'turn-worker', async (env, uow) => {
-        handled.push(env.id);
         await recordEffect(env, uow);
+        // Counted once its first statement (which carries the inbox row) went through: a
+        // duplicate runs a handler up to that statement, and no further.
+        handled.push(env.id);
       }),
     });
   });

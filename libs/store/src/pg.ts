@@ -122,11 +122,11 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       const gone = () => (lost === undefined ? undefined : new DatabaseUnavailable(lost));
       let broken = false;
       // BEGIN travels with the first statement when that statement is parameterless (one
-      // simple-protocol round trip instead of two): on the inbox path it is the dedup insert.
-      // Statements sent together (queryMany) go in one pipeline, BEGIN ahead of them when they
-      // open the transaction (pgPipeline.ts). A lone first statement with parameters is not
-      // pipelined with BEGIN: the consumers' units of work all open with the inbox insert, and a
-      // unit of work without it would gain the round trip the inbox must wait for (bench:bus).
+      // simple-protocol round trip instead of two): on the inbox path, a dedup insert that no
+      // statement could carry (InboxCarrier). Statements sent together (queryMany) go in one
+      // pipeline, BEGIN ahead of them when they open the transaction (pgPipeline.ts). A lone
+      // first statement with parameters follows BEGIN in a round trip of its own (bench:bus
+      // compares units of work with and without the inbox row on this path).
       let begun = false;
       /** Set once commitWith's COMMIT succeeded: the transaction is over. */
       let committed = false;

@@ -5,8 +5,9 @@
  */
 import { sha256Hex } from '@everdict/contracts';
 import type { InboxDisposition } from '@everdict/contracts';
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
 import { DuplicateKey, PaperCorrupt, PaperMissing } from './errors.js';
+import { InboxCarrier } from './inboxCarrier.js';
 import { recordInboxBatch } from './inboxBatch.js';
 import type { InboxBatchItem } from './inboxBatch.js';
 import { verifyCaseLedger } from './ledgerVerify.js';
@@ -15,7 +16,7 @@ import type { StoreMetrics } from './metrics.js';
 import { noopStoreMetrics } from './metrics.js';
 import { onOutboxCommitted, outboxCommitted } from './outboxWake.js';
 import type { OutboxWake } from './outboxWake.js';
-import { INBOX_KEY, insertDeadLetter, insertInbox, selectInbox } from './sql/inbox.js';
+import { INBOX_KEY, insertDeadLetter, selectInbox } from './sql/inbox.js';
 import { selectLedger, selectLedgerHeads } from './sql/ledger.js';
 import type { LedgerRow } from './sql/ledger.js';
 import { OUTBOX_CHANNEL, claimOutbox, claimOutboxByIds, markPublished, outboxIdsOf, outboxLag, releaseOutbox } from './sql/outbox.js';
@@ -60,14 +61,20 @@ export class Store {
     return this.transact(fn);
   }
 
-  /** A unit of work; a failure `recordedAlready` recognises is counted as 'duplicate', not 'rollback'. */
-  private async transact<T>(fn: (uow: UnitOfWork) => Promise<T>, recordedAlready?: (err: unknown) => boolean): Promise<T> {
+  /**
+   * A unit of work; a failure `recordedAlready` recognises is counted as 'duplicate', not
+   * 'rollback'. With `carry`, its statements go through the inbox carrier made for the
+   * transaction, which sends the row before COMMIT at the latest.
+   */
+  private async transact<T>(fn: (uow: UnitOfWork) => Promise<T>, recordedAlready?: (err: unknown) => boolean, carry?: (tx: Queryable) => InboxCarrier): Promise<T> {
     const started = performance.now();
     try {
       const [result, enqueued] = await this.db.transaction(async (tx) => {
-        const uow = new UnitOfWork(tx, this.metrics);
+        const carrier = carry?.(tx);
+        const uow = new UnitOfWork(carrier ?? tx, this.metrics);
         const r = await fn(uow);
         await uow.settleBeforeCommit();
+        await carrier?.flush();
         return [r, uow.enqueued] as const;
       });
       // After the COMMIT returned, never inside it (outboxWake.ts).
@@ -81,26 +88,37 @@ export class Store {
   }
 
   /**
-   * A unit of work that first records a delivery in the inbox, then runs `fn`: first writer
-   * wins. The insert is the unit of work's first statement and a plain INSERT; a delivery
-   * recorded already fails it on the inbox key, the unit of work (which has written nothing
-   * else) rolls back, and the recorded row decides: the same payload hash is a duplicate with
-   * the prior disposition, another hash a conflict the caller must refuse. A concurrent unit of
-   * work recording the same delivery makes the insert wait for its COMMIT or ROLLBACK.
+   * A unit of work that records a delivery in the inbox and runs `fn`: first writer wins. The
+   * row is a plain INSERT that rides with `fn`'s first statement (InboxCarrier), or goes alone
+   * ahead of it. A delivery recorded already fails that statement on the inbox key, or the
+   * statement fails on a key of its own first (the delivery's effects are in); either way the
+   * unit of work rolls back with nothing written, and the recorded row decides: the same
+   * payload hash is a duplicate with the prior disposition, another hash a conflict the caller
+   * must refuse. A concurrent unit of work recording the same delivery makes the insert wait
+   * for its COMMIT or ROLLBACK. `fn`'s code up to its first statement runs for a duplicate too:
+   * before it, a handler may only read its delivery.
    */
   async unitOfWorkOnInbox<T>(row: InboxRow, fn: (uow: UnitOfWork) => Promise<T>): Promise<InboxOutcome<T>> {
     for (let attempt = 1; ; attempt++) {
+      let carrier: InboxCarrier | undefined;
+      let failure: unknown;
       try {
-        const value = await this.transact(async (uow) => {
-          await uow.query(insertInbox(row.consumer, row.messageId, row.payloadHash, row.type, row.disposition));
-          return fn(uow);
-        }, isInboxDuplicate);
+        const value = await this.transact(fn, isInboxDuplicate, (tx) => (carrier = new InboxCarrier(tx, row)));
         return { kind: 'new', value };
       } catch (err) {
-        if (!isInboxDuplicate(err)) throw err;
+        // Only a failure of the statement that sent the row may mean it was recorded already:
+        // once the row is in, or before it was sent, the failure is the unit of work's own.
+        if (!isInboxDuplicate(err) && (carrier as InboxCarrier | undefined)?.state !== 'sent') throw err;
+        failure = err;
       }
-      const prior = (await this.db.query<{ payload_hash: string; disposition: InboxDisposition }>(selectInbox(row.consumer, row.messageId))).rows[0];
+      let prior: { payload_hash: string; disposition: InboxDisposition } | undefined;
+      try {
+        prior = (await this.db.query<{ payload_hash: string; disposition: InboxDisposition }>(selectInbox(row.consumer, row.messageId))).rows[0];
+      } catch (lookup) {
+        throw isInboxDuplicate(failure) ? lookup : failure;
+      }
       if (prior !== undefined) return prior.payload_hash === row.payloadHash ? { kind: 'duplicate', disposition: prior.disposition } : { kind: 'conflict', storedHash: prior.payload_hash };
+      if (!isInboxDuplicate(failure)) throw failure;
       if (attempt >= INBOX_ATTEMPTS) throw new Error(`inbox row of ${row.messageId} for ${row.consumer} conflicted but could not be read in ${INBOX_ATTEMPTS} attempts`);
     }
   }

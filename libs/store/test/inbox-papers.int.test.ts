@@ -4,6 +4,7 @@ import { PaperCorrupt, PaperMissing } from '../src/errors.js';
 import { recordInboxBatch } from '../src/inboxBatch.js';
 import { seedCase, testStore } from './helpers.js';
 import type { TestStore } from './helpers.js';
+import type { UnitOfWork } from '../src/unitOfWork.js';
 
 /** Closed-shape digests (the inline, session-prepared insert) and a free-form one (bind parameters). */
 const AA = `sha256:${'aa'.repeat(32)}`;
@@ -27,11 +28,12 @@ describe('inbox records and papers', () => {
       return rows[0]!.n;
     });
     expect(first).toEqual({ kind: 'new', value: 1 });
-    let ranAgain = 0;
-    const again = () => void ranAgain++;
-    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', AA), async () => again())).toEqual({ kind: 'duplicate', disposition: 'ignored' });
-    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', BB), async () => again())).toEqual({ kind: 'conflict', storedHash: AA });
-    expect(ranAgain).toBe(0);
+    // A redelivery's first statement carries its inbox row and fails with it: nothing it wrote stays.
+    await t.store.db.query({ text: 'CREATE TABLE IF NOT EXISTS inbox_marks (message_id uuid NOT NULL)' });
+    const mark = (uow: UnitOfWork) => uow.query({ name: 'test_inbox_mark', text: 'INSERT INTO inbox_marks (message_id) VALUES ($1::uuid)', values: [id] });
+    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', AA), mark)).toEqual({ kind: 'duplicate', disposition: 'ignored' });
+    expect(await t.store.unitOfWorkOnInbox(row('turn-worker', BB), mark)).toEqual({ kind: 'conflict', storedHash: AA });
+    expect((await t.store.db.query<{ n: number }>({ text: 'SELECT count(*)::int AS n FROM inbox_marks' })).rows[0]!.n).toBe(0);
     // Another consumer keeps its own record of the same message.
     expect(await t.store.unitOfWorkOnInbox(row('gate', AA), async () => 'gate ran')).toEqual({ kind: 'new', value: 'gate ran' });
   });

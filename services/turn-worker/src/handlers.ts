@@ -76,6 +76,8 @@ export function turnWorkerHandlers(env: HandlerEnv): MessageHandlers {
     if (!claim.claimed) return 'ignored';
     const held = { token: claim.token, task: claim.task };
     const fresh = e.payload.reason === 'opened' ? await env.firstIntent?.(uow, { ...held, caseType: claim.caseType, untouched: claim.untouched, headAtCommit: claim.headAtCommit }) : null;
+    // Last, right before returning: the wrapper takes it as the handler returns (worker.ts
+    // claimAfterCommit), so a handler that throws never leaves a claim behind.
     env.claims.set(e.id, fresh ? { ...held, fresh } : held);
     return 'applied';
   };

@@ -187,7 +187,8 @@ export class TurnWorker {
     const wrap =
       (h: MessageHandler): MessageHandler =>
       async (e, uow, ctx) => {
-        this.tentative.delete(e.id);
+        // Nothing before the handler: a duplicate of a delivery in flight runs this far (its
+        // first statement then fails), and must not touch the claim the one in flight made.
         const outcome = await h(e, uow, ctx);
         const claim = this.tentative.get(e.id);
         if (claim) {

@@ -1,6 +1,7 @@
 /**
- * Inbox statements. The insert runs first in the consumer's unit of work: a concurrent
- * duplicate blocks on the primary key until we commit, then fails on it. Every delivery pays for
+ * Inbox statements. The insert goes in, or ahead of, the first statement of the consumer's unit
+ * of work (carryInbox; a batch's first): a concurrent duplicate blocks on the primary key until
+ * we commit, then fails on it. Every delivery pays for
  * the table's indexes and constraints once per insert statement, so it has only its key
  * (message_id, consumer) and its disposition is an enum, not a CHECK (migration 0026).
  */
@@ -53,6 +54,43 @@ export function insertInbox(consumer: string, messageId: string, payloadHash: st
     };
   }
   return { name: 'ev_insert_inbox', text: INSERT_INBOX, values: [consumer, messageId, payloadHash, type, disposition] };
+}
+
+/** The name a carried statement's server-side prepared statement takes ($name + this). */
+const CARRIED = ':inbox';
+/** Postgres keeps a prepared statement's name in NAMEDATALEN - 1 bytes; a longer one would be cut. */
+const MAX_STATEMENT_NAME = 63;
+/** A statement a data-modifying WITH can be put in front of (or merged into, when it has one). */
+const CARRIER = /^\s*(?:(select|insert|update|delete)\b|(with)(\s+recursive)?\s)/i;
+
+/**
+ * `q` with `row`'s inbox insert put in front as a data-modifying WITH, so the row costs the
+ * unit of work no statement of its own (Store.unitOfWorkOnInbox); undefined when `q` cannot
+ * carry it:
+ * - only a named statement with bind parameters: the server keeps its plan (an unnamed one is
+ *   parsed and planned per delivery, dearer than the statement it saves), and the row's values
+ *   follow the statement's own parameters ($k+1 … $k+5, k = its value count, which is the
+ *   highest parameter the statement uses: Postgres refuses a Bind with more);
+ * - one SELECT, INSERT, UPDATE, DELETE or WITH statement (no `;`): those take a WITH;
+ * - none that names inbox_messages: a WITH's insert is not visible to the statement it rides
+ *   with (one snapshot), so an inbox statement must see the row from a statement before it.
+ * Postgres runs a WITH's insert once and to the end, whatever the statement returns; an
+ * unreferenced one after the statement itself, so the statement may fail first (its own key
+ * violated by a delivery applied already): the store then looks the row up (unitOfWorkOnInbox).
+ */
+export function carryInbox(q: Sql, row: { consumer: string; messageId: string; payloadHash: string; type: string; disposition: InboxDisposition }): Sql | undefined {
+  const k = q.values?.length ?? 0;
+  if (q.name === undefined || k === 0 || q.sessionPrepared !== undefined) return undefined;
+  const name = `${q.name}${CARRIED}`;
+  if (Buffer.byteLength(name) > MAX_STATEMENT_NAME || q.text.includes(';') || q.text.includes('inbox_messages')) return undefined;
+  const shape = CARRIER.exec(q.text);
+  if (shape === null) return undefined;
+  const p = (i: number) => `$${k + i}`;
+  const cte = `ev_inbox AS (INSERT INTO inbox_messages (consumer, message_id, payload_hash, type, disposition)
+           VALUES (${p(1)}::text, ${p(2)}::uuid, ${p(3)}::text, ${p(4)}::text, ${p(5)}::inbox_disposition))`;
+  // A statement with its own WITH gets the insert as the first entry of that list.
+  const text = shape[2] === undefined ? `WITH ${cte}\n${q.text}` : `WITH${shape[3] ?? ''} ${cte},${q.text.slice(shape[0].length - 1)}`;
+  return { name, text, values: [...q.values!, row.consumer, row.messageId, row.payloadHash, row.type, row.disposition] };
 }
 
 /** How a batch insert treats an id recorded already: fail on INBOX_KEY (strict) or skip it. */
