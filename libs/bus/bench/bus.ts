@@ -48,7 +48,7 @@
 import { buildEnvelope, encodeEnvelope, newId, systemClock } from '@everdict/contracts';
 import { Store, createPgDb, migrate } from '@everdict/store';
 import type { Db } from '@everdict/store';
-import { TEST_AMQP_URL, backendCpu, freshDatabase } from '@everdict/testkit';
+import { TEST_AMQP_URL, backendCpu, freshDatabase, positiveEnv } from '@everdict/testkit';
 import { connectAmqp } from '../src/amqp.js';
 import type { MessageHandler, MessageHandlers } from '../src/consumer.js';
 import { InboxConsumer } from '../src/consumer.js';
@@ -58,19 +58,14 @@ import { OutboxRelay } from '../src/relay.js';
 import { boundTypes, deleteTopology, loadTopology } from '../src/topology.js';
 import amqplib from 'amqplib';
 
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number`);
-  return v;
-};
-const MESSAGES = num('MESSAGES', 6_000);
-const ROUNDS = num('ROUNDS', 25);
-const PREFETCH = num('PREFETCH', 64);
-const CONSUMERS = num('CONSUMERS', 2);
-const POOL = num('POOL', 24);
-const RELAY_BATCH = num('RELAY_BATCH', 500);
-const PRODUCERS = num('PRODUCERS', 4);
-const PRODUCER_BATCH = num('PRODUCER_BATCH', 200);
+const MESSAGES = positiveEnv('MESSAGES', 6_000);
+const ROUNDS = positiveEnv('ROUNDS', 25);
+const PREFETCH = positiveEnv('PREFETCH', 64);
+const CONSUMERS = positiveEnv('CONSUMERS', 2);
+const POOL = positiveEnv('POOL', 24);
+const RELAY_BATCH = positiveEnv('RELAY_BATCH', 500);
+const PRODUCERS = positiveEnv('PRODUCERS', 4);
+const PRODUCER_BATCH = positiveEnv('PRODUCER_BATCH', 200);
 const HANDLER = process.env['HANDLER'] ?? 'both';
 if (!['update', 'turn', 'both'].includes(HANDLER)) throw new Error('HANDLER must be update, turn or both');
 const TASKS = 10_000;

@@ -17,19 +17,14 @@
  */
 import { createHash } from 'node:crypto';
 import { newId } from '@everdict/contracts';
-import { freshDatabase, processCpuMs } from '@everdict/testkit';
+import { freshDatabase, positiveEnv, processCpuMs } from '@everdict/testkit';
 import type { Sql } from '../src/db.js';
 import { migrate } from '../src/migrate.js';
 import { createPgDb } from '../src/pg.js';
 import { Store } from '../src/store.js';
 
-const positive = (name: string, dflt: number): number => {
-  const v = Number(process.env[name] ?? dflt);
-  if (!Number.isInteger(v) || v <= 0) throw new Error(`${name} must be a positive integer`);
-  return v;
-};
-const UNITS = positive('UNITS', 3000);
-const ROUNDS = positive('ROUNDS', 21);
+const UNITS = positiveEnv('UNITS', 3000);
+const ROUNDS = positiveEnv('ROUNDS', 21);
 const ROWS = 10_000;
 const WARMUP = 500;
 

@@ -114,3 +114,4 @@ export * from './rabbitCluster.js';
 export * from './pgCluster.js';
 export * from './brokerUsers.js';
 export * from './procCpu.js';
+export * from './benchEnv.js';
