@@ -121,12 +121,12 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
       client.on('error', onLost);
       const gone = () => (lost === undefined ? undefined : new DatabaseUnavailable(lost));
       let broken = false;
-      // BEGIN travels with the first statement when that statement is parameterless (one
-      // simple-protocol round trip instead of two): on the inbox path, a dedup insert that no
-      // statement could carry (InboxCarrier). Statements sent together (queryMany) go in one
-      // pipeline, BEGIN ahead of them when they open the transaction (pgPipeline.ts). A lone
-      // first statement with parameters follows BEGIN in a round trip of its own (bench:bus
-      // compares units of work with and without the inbox row on this path).
+      // BEGIN travels with the unit of work's first statement: in one simple-protocol query
+      // when that statement is parameterless (on the inbox path, a dedup insert no statement
+      // could carry: InboxCarrier), in one pipeline when this connection has parsed it
+      // (pgPipeline.ts), as it does ahead of statements sent together (queryMany). Only a
+      // first statement this connection has not parsed yet follows BEGIN in a round trip of
+      // its own (the one that parses it).
       let begun = false;
       /** Set once commitWith's COMMIT succeeded: the transaction is over. */
       let committed = false;
@@ -158,6 +158,7 @@ export function createPgDb(connectionString: string, opts: PgDbOptions = {}): Db
               throw translateDbError(err);
             }
           }
+          if (pipelinable(client, [q])) return (await pipeline([BEGIN, q]))[1] as QueryResult<R>;
           await inner.query({ text: 'BEGIN' });
           return inner.query<R>(q);
         },

@@ -1,6 +1,6 @@
 /**
- * Statements sent together in one round trip (pgPipeline.ts) on real Postgres: `queryMany`, with
- * the unit of work's BEGIN when they open it. What must hold is that they behave exactly as
+ * Statements sent together in one round trip (pgPipeline.ts) on real Postgres: `queryMany`, and
+ * a lone parsed statement, with the unit of work's BEGIN when they open it. What must hold is that they behave exactly as
  * the same statements sent one by one — the same transaction, results in order, a failure that
  * stops the statements after it — in fewer round trips, and that the connection stays usable.
  * Round trips are counted at node-postgres' `Client.query`, a seam, not the thing under test.
@@ -137,5 +137,35 @@ describe('statements sent together', () => {
     );
     expect(trips).toBe(3); // BEGIN with the first (simple protocol), the second, COMMIT
     expect(value[1]!.rows).toEqual([{ v: 'b' }]);
+  });
+
+  it('a lone first statement travels with BEGIN once the connection has parsed it; its failure rolls the unit of work back', async () => {
+    const lone = (id: number): Sql => ({ name: 'test_lone_insert_t', text: 'INSERT INTO t (id, note) VALUES ($1::int, $2::text) RETURNING id, note', values: [id, `lone ${id}`] });
+    // First time on this connection: BEGIN, then the statement (parsed now), then COMMIT.
+    expect((await roundTrips(() => store.unitOfWork((uow) => uow.query(lone(50))))).trips).toBe(3);
+    const { value, trips } = await roundTrips(() => store.unitOfWork((uow) => uow.query(lone(51))));
+    expect(trips).toBe(2); // BEGIN with the statement, COMMIT
+    expect(value.rows).toEqual([{ id: 51, note: 'lone 51' }]);
+    const kept = await rows();
+    // In the transaction: a later failure leaves nothing of it.
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.query(lone(52));
+        throw new Error('handler failed');
+      }),
+    ).rejects.toThrow('handler failed');
+    // Its own failure is its typed error, and the statements after it never run.
+    const before = await sequence();
+    await expect(
+      store.unitOfWork(async (uow) => {
+        await uow.query(lone(51));
+        await uow.query(nextval);
+      }),
+    ).rejects.toBeInstanceOf(DuplicateKey);
+    expect(await sequence()).toBe(before);
+    expect(await rows()).toEqual(kept);
+    // The connection goes on, still in one round trip with BEGIN.
+    expect((await roundTrips(() => store.unitOfWork((uow) => uow.query(lone(53))))).trips).toBe(2);
+    expect(await rows()).toEqual([...kept, 53]);
   });
 });
