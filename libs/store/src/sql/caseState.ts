@@ -160,7 +160,7 @@ function derivation(id: string): string {
 
 /** The refresh of one case: its row says what it was, what it is now and whether it changed. */
 export function refreshCaseState(caseId: string): Sql {
-  return { name: 'ev_refresh_case_state', text: refreshOneText(''), values: [caseId] };
+  return { name: 'ev_refresh_case_state', text: REFRESH_ONE, values: [caseId] };
 }
 
 /** What a refresh of a case answers, without the case: what an expecting refresh is told to expect. */
@@ -175,14 +175,9 @@ export type CaseStateOutcome = Omit<CaseStateChange, 'case_id'>;
  * when the derivation gave exactly what the record says.
  */
 export function refreshCaseStateExpecting(caseId: string, expected: CaseStateOutcome, head: { seq: number; hash: string }): Sql {
-  const check = `, ev_expect_case_state(
-                    (c.state, r.state, c.state_reason, r.reason, r.why, EXISTS (SELECT 1 FROM u))
-                      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text, $6::text[], $7::boolean)
-                    AND EXISTS (SELECT 1 FROM ledger_heads h WHERE h.case_id = $1::uuid AND h.seq = $8::bigint AND h.hash = $9::text),
-                    $1::uuid) AS expected`;
   return {
     name: 'ev_refresh_case_state_expecting',
-    text: refreshOneText(check),
+    text: REFRESH_ONE_EXPECTING,
     values: [caseId, expected.from_state, expected.to_state, expected.from_reason, expected.to_reason, [...expected.why], expected.changed, head.seq, head.hash],
   };
 }
@@ -203,6 +198,15 @@ function refreshOneText(extra: string): string {
              FROM c, r`;
 }
 
+// Statement texts are built once: node-postgres recognises a statement parsed on the connection by
+// comparing its text, and a text assembled per call is a new string, flattened for every compare.
+const REFRESH_ONE = refreshOneText('');
+const REFRESH_ONE_EXPECTING = refreshOneText(`, ev_expect_case_state(
+                    (c.state, r.state, c.state_reason, r.reason, r.why, EXISTS (SELECT 1 FROM u))
+                      IS NOT DISTINCT FROM ($2::text, $3::text, $4::text, $5::text, $6::text[], $7::boolean)
+                    AND EXISTS (SELECT 1 FROM ledger_heads h WHERE h.case_id = $1::uuid AND h.seq = $8::bigint AND h.hash = $9::text),
+                    $1::uuid) AS expected`);
+
 /**
  * The refresh of several DISTINCT cases in ONE statement: the derivation runs for each case on
  * its own (LATERAL; it reads only that case's records), then one UPDATE writes every state that
@@ -213,7 +217,12 @@ function refreshOneText(extra: string): string {
 export function refreshCaseStates(caseIds: readonly string[]): Sql {
   return {
     name: 'ev_refresh_case_states',
-    text: `WITH k AS (SELECT DISTINCT unnest($1::uuid[]) AS case_id),
+    text: REFRESH_SET,
+    values: [[...caseIds]],
+  };
+}
+
+const REFRESH_SET = `WITH k AS (SELECT DISTINCT unnest($1::uuid[]) AS case_id),
            x AS MATERIALIZED (
              SELECT k.case_id, y.* FROM k, LATERAL (
                WITH ${derivation('k.case_id')}
@@ -232,10 +241,7 @@ export function refreshCaseStates(caseIds: readonly string[]): Sql {
            )
            SELECT x.case_id, x.from_state, x.to_state, x.from_reason, x.to_reason, x.why,
                   EXISTS (SELECT 1 FROM u WHERE u.id = x.case_id) AS changed
-             FROM x`,
-    values: [[...caseIds]],
-  };
-}
+             FROM x`;
 
 /** The fewest cases refreshCaseStates is used for (below, one refreshCaseState each; measured on this schema). */
 export const REFRESH_SET_MIN = 10;

@@ -256,26 +256,63 @@ export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJou
   // carries each task's id, case and epoch, so every writing CTE joins it alone — each extra join
   // is a hash table the server builds per statement, which at a few tasks per statement costs
   // more than the rows themselves.
-  const has = { C: opts.lockCases === true && batch.l.length > 0, l: batch.l.length > 0, p: batch.p.length > 0, hb: batch.hb.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
+  const has: JournalShape = { C: opts.lockCases === true && batch.l.length > 0, l: batch.l.length > 0, p: batch.p.length > 0, hb: batch.hb.length > 0, d: batch.d.length > 0, u: batch.u.length > 0, i: batch.i.length > 0, k: batch.k.length > 0, x: batch.x.length > 0, o: batch.o.length > 0 };
   const shape = Object.entries(has)
     .filter(([, v]) => v)
     .map(([k]) => k)
     .join('');
+  let statement = journalStatements.get(shape);
+  if (statement === undefined) {
+    statement = journalStatement(has);
+    journalStatements.set(shape, statement);
+  }
+  const values = statement.params.map((key) => (key === 'bytes' ? Buffer.concat(chunks, size) : JSON.stringify(batch[key])));
+  return { name: `ev_write_journals_v13_${shape}`, text: statement.text, values };
+}
+
+/** Which parts a journal write's batch has (writeJournals): C is the case-row lock of `lockCases`. */
+interface JournalShape {
+  readonly C: boolean;
+  readonly l: boolean;
+  readonly p: boolean;
+  readonly hb: boolean;
+  readonly d: boolean;
+  readonly u: boolean;
+  readonly i: boolean;
+  readonly k: boolean;
+  readonly x: boolean;
+  readonly o: boolean;
+}
+
+/** A batch part sent as a JSON parameter, or `bytes`: every paper's and outbox row's bytes back to back. */
+type JournalParam = 't' | 'l' | 'p' | 'hb' | 'u' | 'd' | 'i' | 'k' | 'x' | 'o' | 'bytes';
+
+/**
+ * A shape's statement text and the batch part each of its parameters carries, in parameter
+ * order. Built once per shape (at most 2^10; a worker meets a handful) and the same string
+ * object is sent every time: node-postgres and the pipeline recognise a statement parsed on the
+ * connection by comparing its text, and a text of several KB assembled afresh per write was
+ * flattened into a copy at that compare — together 5 % of a turn-worker's allocation at half
+ * load (bench:turns, V8's sampling heap profiler), i.e. more frequent scavenges.
+ */
+const journalStatements = new Map<string, { readonly text: string; readonly params: readonly JournalParam[] }>();
+
+function journalStatement(has: JournalShape): { text: string; params: JournalParam[] } {
   // Each part of the batch is a parameter of its own, numbered in the order the CTEs below name
   // them (the same order for every statement of a shape). One JSON parameter read by every CTE
   // (through a CTE of its own or `$1->'part'`) was copied whole at each read — a tuplestore copy
   // per CTE, or, in a custom plan, the part folded out of the whole document while planning —
   // ~1 MB a copy at peak batch sizes: 20–30 % of the statement's execution time.
-  const values: unknown[] = [];
-  const part = (key: keyof typeof batch) => {
-    values.push(JSON.stringify(batch[key]));
-    return `$${values.length}::jsonb`;
+  const params: JournalParam[] = [];
+  const part = (key: Exclude<JournalParam, 'bytes'>) => {
+    params.push(key);
+    return `$${params.length}::jsonb`;
   };
   let bytesParam: string | undefined;
   const bytes = () => {
     if (bytesParam === undefined) {
-      values.push(Buffer.concat(chunks, size));
-      bytesParam = `$${values.length}::bytea`;
+      params.push('bytes');
+      bytesParam = `$${params.length}::bytea`;
     }
     return bytesParam;
   };
@@ -454,7 +491,7 @@ export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJou
   ];
   // Data-modifying CTEs run to completion whether or not the final query reads them.
   return {
-    name: `ev_write_journals_v13_${shape}`,
+    params,
     text: `WITH ${ctes.join(',\n            ')}
             SELECT t.idx, f.idx IS NOT NULL AS fenced, go.idx IS NOT NULL AS applied,
                    ${has.d ? '(SELECT count(*) FROM c_upd WHERE c_upd.idx = t.idx)::int' : '0'} AS completed,
@@ -462,7 +499,6 @@ export function writeJournals(items: readonly JournalWriteItem[], opts: WriteJou
                    f.cancel_requested, f.row_version${has.C ? ', cs.case_state, cs.case_state_reason' : ''}
               FROM t LEFT JOIN f USING (idx) LEFT JOIN go USING (idx)${has.C ? ' LEFT JOIN cs ON cs.case_id = go.case_id' : ''}
              ORDER BY t.idx`,
-    values,
   };
 }
 

@@ -107,17 +107,7 @@ export function appendLedgerRecords(
 ): Sql {
   return {
     name: mode === 'skip' ? 'ev_append_ledger_records' : 'ev_append_ledger_records_strict',
-    text: `WITH ins AS (
-             INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
-             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], $7::text[], $8::timestamptz[])${mode === 'skip' ? '\n             ON CONFLICT DO NOTHING' : ''}
-             RETURNING case_id, seq, hash, record_id
-           ), head AS (
-             INSERT INTO ledger_heads (case_id, seq, hash) SELECT case_id, seq, hash FROM ins
-             ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
-             WHERE ledger_heads.seq < EXCLUDED.seq
-             RETURNING case_id
-           )
-           SELECT ins.record_id, EXISTS (SELECT 1 FROM head WHERE head.case_id = ins.case_id) AS moved FROM ins`,
+    text: APPEND_LEDGER_RECORDS[mode],
     values: [
       rs.map((r) => r.caseId),
       rs.map((r) => r.seq),
@@ -129,4 +119,24 @@ export function appendLedgerRecords(
       rs.map((r) => r.createdAt),
     ],
   };
+}
+
+/** appendLedgerRecords' texts by mode, built once (a text built per call is flattened at every compare with the parsed one). */
+const APPEND_LEDGER_RECORDS = {
+  skip: appendLedgerRecordsText('\n             ON CONFLICT DO NOTHING'),
+  strict: appendLedgerRecordsText(''),
+} as const;
+
+function appendLedgerRecordsText(onConflict: string): string {
+  return `WITH ins AS (
+             INSERT INTO ledger (case_id, seq, record_id, kind, body, prev_hash, hash, created_at)
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::jsonb[], $6::text[], $7::text[], $8::timestamptz[])${onConflict}
+             RETURNING case_id, seq, hash, record_id
+           ), head AS (
+             INSERT INTO ledger_heads (case_id, seq, hash) SELECT case_id, seq, hash FROM ins
+             ON CONFLICT (case_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash
+             WHERE ledger_heads.seq < EXCLUDED.seq
+             RETURNING case_id
+           )
+           SELECT ins.record_id, EXISTS (SELECT 1 FROM head WHERE head.case_id = ins.case_id) AS moved FROM ins`;
 }
